@@ -1,0 +1,277 @@
+package abi
+
+import (
+	"encoding/binary"
+	"errors"
+	"math"
+)
+
+// ErrMalformed is returned by Decoder when the bytes do not form a valid
+// message: truncated input, an impossible length or trailing garbage. Both
+// sides treat untrusted bytes with it, so a hostile peer can at worst make a
+// call fail, never allocate unbounded memory.
+var ErrMalformed = errors.New("abi: malformed message")
+
+// Encoder appends the ABI's binary encoding to a byte slice.
+//
+// The format is deliberately tiny: unsigned LEB128 varints for lengths and
+// unsigned numbers, zig-zag varints for signed ones, length-prefixed bytes
+// for strings, and a count prefix for lists and maps. It needs no reflection,
+// so it costs the same in TinyGo as in standard Go (see abi/README.md for the
+// measurements that chose it over JSON).
+type Encoder struct {
+	buf []byte
+}
+
+// NewEncoder returns an Encoder that appends to buf[:0], reusing its storage.
+func NewEncoder(buf []byte) *Encoder { return &Encoder{buf: buf[:0]} }
+
+// Bytes returns the encoded message.
+func (e *Encoder) Bytes() []byte { return e.buf }
+
+// Reset empties the encoder but keeps its storage for the next message.
+func (e *Encoder) Reset() { e.buf = e.buf[:0] }
+
+// Uint appends an unsigned varint.
+func (e *Encoder) Uint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
+
+// Int appends a zig-zag signed varint.
+func (e *Encoder) Int(v int64) { e.buf = binary.AppendVarint(e.buf, v) }
+
+// Bool appends one byte, 0 or 1.
+func (e *Encoder) Bool(v bool) {
+	if v {
+		e.buf = append(e.buf, 1)
+	} else {
+		e.buf = append(e.buf, 0)
+	}
+}
+
+// String appends a length-prefixed string.
+func (e *Encoder) String(s string) {
+	e.Uint(uint64(len(s)))
+	e.buf = append(e.buf, s...)
+}
+
+// ByteSlice appends a length-prefixed byte slice.
+func (e *Encoder) ByteSlice(b []byte) {
+	e.Uint(uint64(len(b)))
+	e.buf = append(e.buf, b...)
+}
+
+// Strings appends a counted list of strings.
+func (e *Encoder) Strings(list []string) {
+	e.Uint(uint64(len(list)))
+	for _, s := range list {
+		e.String(s)
+	}
+}
+
+// StringMap appends a counted list of key/value pairs. Order follows Go's
+// map iteration: receivers must not depend on it.
+func (e *Encoder) StringMap(m map[string]string) {
+	e.Uint(uint64(len(m)))
+	for k, v := range m {
+		e.String(k)
+		e.String(v)
+	}
+}
+
+// Decoder reads what Encoder wrote. The first error sticks: later reads
+// return zero values, and Err reports it, so decoding code stays linear.
+type Decoder struct {
+	buf []byte
+	err error
+}
+
+// NewDecoder returns a Decoder over b. Decoded strings are copies, so b may
+// be reused once decoding is done.
+func NewDecoder(b []byte) *Decoder { return &Decoder{buf: b} }
+
+// Err returns the first decoding error.
+func (d *Decoder) Err() error { return d.err }
+
+// Finish returns the first decoding error, or ErrMalformed when bytes remain:
+// a message with trailing data was not produced by a conforming encoder.
+func (d *Decoder) Finish() error {
+	if d.err == nil && len(d.buf) != 0 {
+		d.err = ErrMalformed
+	}
+	return d.err
+}
+
+func (d *Decoder) fail() { d.err = ErrMalformed; d.buf = nil }
+
+// Uint reads an unsigned varint.
+func (d *Decoder) Uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+// Int reads a zig-zag signed varint.
+func (d *Decoder) Int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.buf)
+	if n <= 0 {
+		d.fail()
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+// Int32 reads a signed varint that must fit in 32 bits.
+func (d *Decoder) Int32() int32 {
+	v := d.Int()
+	if v < math.MinInt32 || v > math.MaxInt32 {
+		d.fail()
+		return 0
+	}
+	return int32(v)
+}
+
+// Uint32 reads an unsigned varint that must fit in 32 bits.
+func (d *Decoder) Uint32() uint32 {
+	v := d.Uint()
+	if v > math.MaxUint32 {
+		d.fail()
+		return 0
+	}
+	return uint32(v)
+}
+
+// Bool reads one byte that must be 0 or 1.
+func (d *Decoder) Bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.buf) == 0 || d.buf[0] > 1 {
+		d.fail()
+		return false
+	}
+	v := d.buf[0] == 1
+	d.buf = d.buf[1:]
+	return v
+}
+
+// Count reads a list or map length. Every element takes at least
+// minElemSize bytes, so a count larger than the remaining input can only be
+// a lie; rejecting it here bounds every allocation by the input size.
+func (d *Decoder) Count(minElemSize int) int {
+	n := d.Uint()
+	if d.err != nil {
+		return 0
+	}
+	if n > uint64(len(d.buf)/minElemSize) {
+		d.fail()
+		return 0
+	}
+	return int(n)
+}
+
+func (d *Decoder) raw() []byte {
+	n := d.Count(1)
+	if d.err != nil {
+		return nil
+	}
+	b := d.buf[:n:n]
+	d.buf = d.buf[n:]
+	return b
+}
+
+// String reads a length-prefixed string.
+func (d *Decoder) String() string { return string(d.raw()) }
+
+// ByteSlice reads a length-prefixed byte slice into a fresh copy; nil when empty.
+func (d *Decoder) ByteSlice() []byte {
+	b := d.raw()
+	if len(b) == 0 {
+		return nil
+	}
+	return append([]byte(nil), b...)
+}
+
+// Strings reads a counted list of strings; nil when empty.
+func (d *Decoder) Strings() []string {
+	n := d.Count(1)
+	if n == 0 {
+		return nil
+	}
+	list := make([]string, n)
+	for i := range list {
+		list[i] = d.String()
+	}
+	return list
+}
+
+// StringMap reads a counted list of key/value pairs; nil when empty.
+func (d *Decoder) StringMap() map[string]string {
+	n := d.Count(2)
+	if n == 0 {
+		return nil
+	}
+	m := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		k := d.String()
+		m[k] = d.String()
+	}
+	return m
+}
+
+// Message is implemented by every wire type: requests, results and the
+// values inside them.
+type Message interface {
+	Encode(e *Encoder)
+	Decode(d *Decoder)
+}
+
+// Marshal encodes m into buf[:0], reusing its storage.
+func Marshal(buf []byte, m Message) []byte {
+	e := Encoder{buf: buf[:0]}
+	m.Encode(&e)
+	return e.buf
+}
+
+// Unmarshal decodes b into m and rejects trailing bytes.
+func Unmarshal(b []byte, m Message) error {
+	d := Decoder{buf: b}
+	m.Decode(&d)
+	return d.Finish()
+}
+
+// list helpers: every slice of messages in the ABI is a counted sequence.
+
+func encodeList[T any, P interface {
+	*T
+	Message
+}](e *Encoder, list []T) {
+	e.Uint(uint64(len(list)))
+	for i := range list {
+		P(&list[i]).Encode(e)
+	}
+}
+
+func decodeList[T any, P interface {
+	*T
+	Message
+}](d *Decoder) []T {
+	n := d.Count(1)
+	if n == 0 {
+		return nil
+	}
+	list := make([]T, n)
+	for i := range list {
+		P(&list[i]).Decode(d)
+	}
+	return list
+}

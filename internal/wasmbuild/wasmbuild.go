@@ -1,0 +1,174 @@
+// Package wasmbuild compiles guest modules from Go source for tests,
+// benchmarks and tools, with standard Go or TinyGo, and caches the result
+// by the content of everything that goes into it, so a test run rebuilds a
+// module only when its source, the SDK or the toolchain changed.
+package wasmbuild
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Toolchain selects the compiler.
+type Toolchain string
+
+const (
+	Go     Toolchain = "go"
+	TinyGo Toolchain = "tinygo"
+)
+
+// ErrNoTinyGo is returned when TinyGo is not installed.
+var ErrNoTinyGo = errors.New("tinygo not found: run hack/install-tinygo.sh or set WASMCCM_TINYGO")
+
+// CacheDir is where built modules and the install scripts' toolchains live.
+func CacheDir() string {
+	if dir := os.Getenv("WASMCCM_CACHE"); dir != "" {
+		return dir
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return filepath.Join(os.TempDir(), "wasmccm-cache")
+	}
+	return filepath.Join(home, ".cache", "wasmccm")
+}
+
+// TinyGoPath returns the TinyGo wrapper that hack/install-tinygo.sh
+// installs, or the one named by WASMCCM_TINYGO.
+func TinyGoPath() (string, error) {
+	path := os.Getenv("WASMCCM_TINYGO")
+	if path == "" {
+		path = filepath.Join(CacheDir(), "tinygo", "v0.42.0", "bin", "tinygo-wasip1")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return "", ErrNoTinyGo
+	}
+	return path, nil
+}
+
+var (
+	mu    sync.Mutex
+	built = map[string]string{}
+)
+
+// Build compiles the main package at pkgDir (a directory of this Go module)
+// into a reactor module and returns the path of the .wasm file.
+func Build(pkgDir string, tc Toolchain) (string, error) {
+	pkgDir, err := filepath.Abs(pkgDir)
+	if err != nil {
+		return "", err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	memo := string(tc) + ":" + pkgDir
+	if path, ok := built[memo]; ok {
+		return path, nil
+	}
+	root, err := moduleRoot(pkgDir)
+	if err != nil {
+		return "", err
+	}
+	cmdName, args, env, err := command(tc)
+	if err != nil {
+		return "", err
+	}
+	key, err := cacheKey(root, pkgDir, tc, cmdName)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(CacheDir(), "modules", fmt.Sprintf("%s-%s-%s.wasm", filepath.Base(pkgDir), tc, key[:16]))
+	if _, err := os.Stat(out); err != nil {
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return "", err
+		}
+		tmp := out + ".tmp"
+		cmd := exec.Command(cmdName, append(args, "-o", tmp, ".")...)
+		cmd.Dir, cmd.Env = pkgDir, append(os.Environ(), env...)
+		if output, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("building %s with %s: %v\n%s", pkgDir, tc, err, output)
+		}
+		if err := os.Rename(tmp, out); err != nil {
+			return "", err
+		}
+	}
+	built[memo] = out
+	return out, nil
+}
+
+func command(tc Toolchain) (name string, args, env []string, err error) {
+	switch tc {
+	case Go:
+		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		return goBin, []string{"build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w"},
+			[]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, nil
+	case TinyGo:
+		path, err := TinyGoPath()
+		if err != nil {
+			return "", nil, nil, err
+		}
+		return path, []string{"build", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2"}, nil, nil
+	}
+	return "", nil, nil, fmt.Errorf("unknown toolchain %q", tc)
+}
+
+// cacheKey hashes the toolchain's identity and every Go source file of the
+// module that the package can depend on: abi/, modules/ and the package
+// itself. Hashing a little too much is cheap; a stale module is not.
+func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error) {
+	h := sha256.New()
+	version, err := exec.Command(cmdName, "version").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %v: %s", cmdName, err, version)
+	}
+	fmt.Fprintf(h, "%s\n%s\n%s\n", tc, version, pkgDir)
+	var files []string
+	for _, dir := range []string{filepath.Join(root, "abi"), filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
+		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+			if err != nil {
+				return err
+			}
+			if !info.IsDir() && (strings.HasSuffix(path, ".go") || filepath.Base(path) == "go.mod") && !strings.HasSuffix(path, "_test.go") {
+				files = append(files, path)
+			}
+			return nil
+		})
+		if err != nil {
+			return "", err
+		}
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s\n", f)
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func moduleRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/wasmccm/wasmccm")) {
+			return d, nil
+		}
+		if filepath.Dir(d) == d {
+			return "", fmt.Errorf("%s is not inside the wasmccm module", dir)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+//go:build wasip1
+
+package sdk
+
+import (
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
+)
+
+//go:wasmimport wasmccm http_do
+func hostHTTPDo(ptr, size uint32) int32
+
+//go:wasmimport wasmccm credential
+func hostCredential(ptr, size uint32) int32
+
+//go:wasmimport wasmccm log
+func hostLog(level int32, ptr, size uint32)
+
+//go:wasmimport wasmccm log_enabled
+func hostLogEnabled(level int32) int32
+
+//go:wasmimport wasmccm take_result
+func hostTakeResult(ptr, size uint32) int32
+
+// Imports returns the Host backed by the wasmccm host functions.
+func Imports() Host { return imports{} }
+
+type imports struct{}
+
+// Requests and pending results go through reused buffers: one call runs per
+// instance at a time, and decoding copies what it keeps.
+var requestBuf, resultBuf []byte
+
+func (imports) HTTP(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
+	requestBuf = abi.Marshal(requestBuf, req)
+	n := hostHTTPDo(guest.AddressOf(requestBuf), uint32(len(requestBuf)))
+	raw, err := takeResult(n)
+	if err != nil {
+		return nil, &HTTPError{Msg: err.Error()}
+	}
+	resp := new(abi.HTTPResponse)
+	if err := abi.Unmarshal(raw, resp); err != nil {
+		return nil, &HTTPError{Msg: "decoding host response: " + err.Error()}
+	}
+	if resp.Error != "" {
+		return nil, &HTTPError{Msg: resp.Error}
+	}
+	return resp, nil
+}
+
+func (imports) Credential(name string) (string, error) {
+	requestBuf = append(requestBuf[:0], name...)
+	n := hostCredential(guest.AddressOf(requestBuf), uint32(len(requestBuf)))
+	raw, err := takeResult(n)
+	if err != nil {
+		return "", &CredentialError{Name: name, Errno: err.(abi.Errno)}
+	}
+	return string(raw), nil
+}
+
+func (imports) Log(level abi.LogLevel, msg string) {
+	requestBuf = append(requestBuf[:0], msg...)
+	hostLog(int32(level), guest.AddressOf(requestBuf), uint32(len(requestBuf)))
+}
+
+func (imports) LogEnabled(level abi.LogLevel) bool { return hostLogEnabled(int32(level)) == 1 }
+
+// takeResult fetches the pending result announced by a host call's return
+// value n, or the Errno it carries.
+func takeResult(n int32) ([]byte, error) {
+	if n < 0 {
+		return nil, abi.Errno(n)
+	}
+	if cap(resultBuf) < int(n) {
+		resultBuf = make([]byte, n)
+	}
+	resultBuf = resultBuf[:n]
+	if n == 0 {
+		return resultBuf, nil
+	}
+	if got := hostTakeResult(guest.AddressOf(resultBuf), uint32(n)); got != n {
+		return nil, abi.Errno(got)
+	}
+	return resultBuf, nil
+}

@@ -1,0 +1,138 @@
+// Package sdk is the guest SDK for wasmccm provider modules.
+//
+// A provider author implements the interfaces below, which mirror
+// k8s.io/cloud-provider's, over the slim wire types of package abi, and
+// registers the implementation from an init function of the module's main
+// package:
+//
+//	func init() {
+//		p := mycloud.New(sdk.Imports())
+//		sdk.Set(p)             // Init: receives the provider config
+//		instancesv2.Set(p)     // each capability package adds its exports
+//		loadbalancer.Set(p)
+//	}
+//
+//	func main() {}
+//
+// A capability is supported exactly when its package under sdk/export is
+// linked into the module, because that is what adds its exports; the host
+// reports every other capability as unsupported.
+//
+// Providers reach the cloud through the Host they are given, so the same
+// provider code runs natively in-process (for unit tests and benchmarks)
+// with a Host from package sdk/native.
+//
+// The SDK imports only the standard library, so modules build with TinyGo
+// (-target=wasip1 -buildmode=c-shared -scheduler=none) and with standard Go
+// (GOOS=wasip1 GOARCH=wasm -buildmode=c-shared).
+package sdk
+
+import (
+	"context"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
+)
+
+// Errors a provider returns to report a specific status to the host; wrap
+// them freely (errors.Is is used).
+var (
+	// ErrNotFound reports that the named instance or object does not exist.
+	// InstanceExists must instead return false with a nil error: only that
+	// answer lets Kubernetes delete a Node.
+	ErrNotFound = guest.ErrNotFound
+	// ErrNotImplemented maps to cloudprovider.NotImplemented.
+	ErrNotImplemented = guest.ErrNotImplemented
+	// ErrImplementedElsewhere maps to cloudprovider.ImplementedElsewhere.
+	ErrImplementedElsewhere = guest.ErrImplementedElsewhere
+)
+
+// RetryAfter returns an error asking the controller to retry after d, as
+// cloud-provider's api.RetryError does. Use it for rate limits and other
+// transient cloud conditions.
+func RetryAfter(d time.Duration, msg string) error { return &guest.RetryError{After: d, Msg: msg} }
+
+// Provider is the one interface every module implements.
+type Provider interface {
+	// Init receives the CCM's cluster name and the opaque provider config
+	// from cloud-config. It runs once per instance, before any other call;
+	// an error rejects the config and the module is not used.
+	Init(ctx context.Context, clusterName string, config []byte) error
+}
+
+// InstancesV2 mirrors cloudprovider.InstancesV2.
+type InstancesV2 interface {
+	// InstanceExists reports whether the node's instance exists. Returning
+	// false with a nil error deletes the Node: on any doubt return an error.
+	InstanceExists(ctx context.Context, node *abi.Node) (bool, error)
+	InstanceShutdown(ctx context.Context, node *abi.Node) (bool, error)
+	InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.InstanceMetadata, error)
+}
+
+// Instances mirrors the legacy cloudprovider.Instances, without
+// AddSSHKeyToAllInstances, which the host always reports as not implemented.
+type Instances interface {
+	NodeAddresses(ctx context.Context, nodeName string) ([]abi.NodeAddress, error)
+	NodeAddressesByProviderID(ctx context.Context, providerID string) ([]abi.NodeAddress, error)
+	InstanceID(ctx context.Context, nodeName string) (string, error)
+	InstanceType(ctx context.Context, nodeName string) (string, error)
+	InstanceTypeByProviderID(ctx context.Context, providerID string) (string, error)
+	InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error)
+	InstanceShutdownByProviderID(ctx context.Context, providerID string) (bool, error)
+	CurrentNodeName(ctx context.Context, hostname string) (string, error)
+}
+
+// LoadBalancer mirrors cloudprovider.LoadBalancer. The Service and Nodes are
+// read-only.
+type LoadBalancer interface {
+	GetLoadBalancer(ctx context.Context, clusterName string, service *abi.Service) (status *abi.LoadBalancerStatus, exists bool, err error)
+	GetLoadBalancerName(ctx context.Context, clusterName string, service *abi.Service) string
+	EnsureLoadBalancer(ctx context.Context, clusterName string, service *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error)
+	UpdateLoadBalancer(ctx context.Context, clusterName string, service *abi.Service, nodes []abi.Node) error
+	// EnsureLoadBalancerDeleted must succeed when the load balancer is
+	// already gone, and must never return ErrImplementedElsewhere.
+	EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *abi.Service) error
+}
+
+// Routes mirrors cloudprovider.Routes.
+type Routes interface {
+	ListRoutes(ctx context.Context, clusterName string) ([]abi.Route, error)
+	CreateRoute(ctx context.Context, clusterName string, nameHint string, route *abi.Route) error
+	DeleteRoute(ctx context.Context, clusterName string, route *abi.Route) error
+}
+
+// Zones mirrors cloudprovider.Zones.
+type Zones interface {
+	GetZone(ctx context.Context) (abi.Zone, error)
+	GetZoneByProviderID(ctx context.Context, providerID string) (abi.Zone, error)
+	GetZoneByNodeName(ctx context.Context, nodeName string) (abi.Zone, error)
+}
+
+// Clusters mirrors cloudprovider.Clusters.
+type Clusters interface {
+	ListClusters(ctx context.Context) ([]string, error)
+	Master(ctx context.Context, clusterName string) (string, error)
+}
+
+var provider Provider
+
+// Set registers the module's provider. Call it from an init function.
+func Set(p Provider) { provider = p }
+
+// initialize is the body of the init export.
+func initialize(in []byte) []byte {
+	var req abi.InitRequest
+	return guest.Dispatch(in, &req, func() (abi.Message, error) {
+		if provider == nil {
+			return nil, errNoProvider
+		}
+		return nil, provider.Init(guest.Context(), req.ClusterName, req.Config)
+	})
+}
+
+type sdkError string
+
+func (e sdkError) Error() string { return string(e) }
+
+const errNoProvider = sdkError("sdk: no provider registered; call sdk.Set from an init function of the module")

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"net/http"
+	"time"
+)
+
+// Config is what an operator grants a module and the limits it runs under.
+// The zero value of each field selects the default documented on it.
+type Config struct {
+	// Name labels the module in logs and metrics.
+	Name string
+	// ClusterName is passed to the module's init.
+	ClusterName string
+	// ProviderConfig is handed verbatim to the module's init.
+	ProviderConfig []byte
+
+	// PoolSize is the number of instances, hence of concurrent calls.
+	// Default 4.
+	PoolSize int
+	// CallTimeout bounds every export call, host functions included.
+	// Default 30s.
+	CallTimeout time.Duration
+	// MemoryLimitPages caps each instance's linear memory in 64 KiB pages.
+	// Default 2048 (128 MiB).
+	MemoryLimitPages uint32
+
+	// CompilationCacheDir, when set, keeps compiled machine code on disk so
+	// that restarts skip compilation.
+	CompilationCacheDir string
+	// CompilationWorkers is the number of goroutines compiling functions.
+	// Default: 2.
+	CompilationWorkers int
+
+	HTTP        HTTPConfig
+	Credentials CredentialsConfig
+}
+
+// HTTPConfig governs the http_do host function.
+type HTTPConfig struct {
+	// AllowedOrigins lists "scheme://host[:port]" destinations. Anything
+	// else is refused, redirects included. A name that resolves to a
+	// loopback, link-local (cloud metadata), unspecified or multicast
+	// address is refused too; such an address is reachable only when
+	// listed as an IP literal.
+	AllowedOrigins []string
+	// Timeout bounds each request. Default 10s.
+	Timeout time.Duration
+	// MaxRequestBytes bounds an encoded request. Default 1 MiB.
+	MaxRequestBytes int
+	// MaxResponseBytes bounds a response body. Default 4 MiB.
+	MaxResponseBytes int64
+	// Transport replaces the guarded network transport, for in-process
+	// tests and benchmarks; the allowlist is still enforced on URLs.
+	Transport http.RoundTripper
+}
+
+// CredentialsConfig governs the credential host function.
+type CredentialsConfig struct {
+	// Dir holds one file per credential, as a Secret volume mounts them.
+	Dir string
+	// Granted lists the credential names the module may read.
+	Granted []string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = "module"
+	}
+	if c.PoolSize <= 0 {
+		c.PoolSize = 4
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 30 * time.Second
+	}
+	if c.MemoryLimitPages == 0 {
+		c.MemoryLimitPages = 2048
+	}
+	if c.CompilationWorkers <= 0 {
+		c.CompilationWorkers = 2
+	}
+	if c.HTTP.Timeout <= 0 {
+		c.HTTP.Timeout = 10 * time.Second
+	}
+	if c.HTTP.MaxRequestBytes <= 0 {
+		c.HTTP.MaxRequestBytes = 1 << 20
+	}
+	if c.HTTP.MaxResponseBytes <= 0 {
+		c.HTTP.MaxResponseBytes = 4 << 20
+	}
+	return c
+}

@@ -1,0 +1,60 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// ErrUnsupported is returned for an export the module does not have.
+var ErrUnsupported = errors.New("not supported by the module")
+
+// StatusError is a non-OK status the module answered. The provider adapter
+// maps it to the cloudprovider error the controllers expect.
+type StatusError struct {
+	Export string
+	abi.Outcome
+}
+
+func (e *StatusError) Error() string {
+	if e.Status == abi.StatusRetryAfter {
+		return fmt.Sprintf("%s: %s (retry after %s)", e.Export, e.Message, e.RetryAfter)
+	}
+	if e.Message == "" {
+		return fmt.Sprintf("%s: %s", e.Export, e.Status)
+	}
+	return fmt.Sprintf("%s: %s: %s", e.Export, e.Status, e.Message)
+}
+
+// Failure reasons: the module gave no answer.
+const (
+	ReasonTrap         = "trap"
+	ReasonTimeout      = "timeout"
+	ReasonCanceled     = "canceled"
+	ReasonABIViolation = "abi_violation"
+	ReasonUnavailable  = "unavailable"
+)
+
+// FailureError is a call that produced no answer: the guest trapped, ran
+// past its deadline, broke the ABI, or no instance could be had. It is
+// never a statement about the cloud, so callers must not read "not found"
+// or "does not exist" into it.
+type FailureError struct {
+	Export string
+	Reason string
+	Err    error
+}
+
+func (e *FailureError) Error() string {
+	return fmt.Sprintf("%s: module call failed (%s): %v", e.Export, e.Reason, e.Err)
+}
+
+func (e *FailureError) Unwrap() error { return e.Err }
+
+// abiViolation is what a host function panics with when the guest hands it
+// memory it does not own or a malformed message: the call is aborted and
+// the instance replaced.
+type abiViolation struct{ msg string }
+
+func (v *abiViolation) Error() string { return "ABI violation: " + v.msg }

@@ -1,0 +1,132 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// hostFunctionSignatures is the import side of the ABI, checked against a
+// module's imports before it is instantiated.
+var hostFunctionSignatures = map[string]signature{
+	abi.ImportHTTPDo:     {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportCredential: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
+	abi.ImportLogEnabled: {[]api.ValueType{i32}, []api.ValueType{i32}},
+	abi.ImportTakeResult: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+}
+
+// instantiateHostFunctions adds the "wasmccm" host module to rt. The
+// functions are shared by every instance; each finds its caller's state
+// (module config, pending result) through the call's context.
+func instantiateHostFunctions(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(abi.ImportModule)
+	export := func(name string, fn api.GoModuleFunc) {
+		sig := hostFunctionSignatures[name]
+		b.NewFunctionBuilder().WithGoModuleFunction(fn, sig.params, sig.results).Export(name)
+	}
+	export(abi.ImportHTTPDo, hostHTTPDo)
+	export(abi.ImportCredential, hostCredential)
+	export(abi.ImportLog, hostLog)
+	export(abi.ImportLogEnabled, hostLogEnabled)
+	export(abi.ImportTakeResult, hostTakeResult)
+	if _, err := b.Instantiate(ctx); err != nil {
+		return fmt.Errorf("instantiating host functions: %w", err)
+	}
+	return nil
+}
+
+// caller returns the running call's instance and module. Host functions are
+// only reachable during a call the host started, so a missing instance is a
+// host bug, reported as an ABI violation rather than a crash.
+func caller(ctx context.Context) (*instance, *Module) {
+	inst := callerInstance(ctx)
+	if inst == nil || inst.owner == nil {
+		panic(&abiViolation{"host function called outside a host-initiated call"})
+	}
+	return inst, inst.owner
+}
+
+// read returns guest memory [ptr, ptr+size) or aborts the call: a guest
+// that points outside its memory is broken or hostile either way.
+func (i *instance) read(ptr, size uint32, what string) []byte {
+	b, ok := i.mem.Read(ptr, size)
+	if !ok {
+		i.abort(fmt.Sprintf("%s: %d bytes at %#x are outside guest memory", what, size, ptr))
+	}
+	return b
+}
+
+func (i *instance) abort(msg string) {
+	i.violation = &abiViolation{msg}
+	panic(i.violation)
+}
+
+// setPending stores a host function's result for take_result and returns
+// its size.
+func (i *instance) setPending(b []byte) uint64 {
+	i.pending = append(i.pending[:0], b...)
+	i.hasPending = true
+	return uint64(uint32(int32(len(i.pending))))
+}
+
+func errno(e abi.Errno) uint64 { return uint64(uint32(int32(e))) }
+
+func hostHTTPDo(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	ptr, size := uint32(stack[0]), uint32(stack[1])
+	if int(size) > m.cfg.HTTP.MaxRequestBytes {
+		inst.abort(fmt.Sprintf("%s: request of %d bytes exceeds the %d-byte limit", abi.ImportHTTPDo, size, m.cfg.HTTP.MaxRequestBytes))
+	}
+	var req abi.HTTPRequest
+	if err := abi.Unmarshal(inst.read(ptr, size, abi.ImportHTTPDo), &req); err != nil {
+		inst.abort(fmt.Sprintf("%s: %v", abi.ImportHTTPDo, err))
+	}
+	resp := m.http.do(ctx, &req)
+	stack[0] = inst.setPending(abi.Marshal(nil, resp))
+}
+
+func hostCredential(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	name := string(inst.read(uint32(stack[0]), uint32(stack[1]), abi.ImportCredential))
+	value, e := m.creds.get(name)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	stack[0] = inst.setPending(value)
+}
+
+func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	level := abi.LogLevel(int32(uint32(stack[0])))
+	size := min(uint32(stack[2]), maxLogLine)
+	m.logger.log(level, inst.read(uint32(stack[1]), size, abi.ImportLog))
+}
+
+func hostLogEnabled(ctx context.Context, mod api.Module, stack []uint64) {
+	_, m := caller(ctx)
+	if m.logger.enabled(abi.LogLevel(int32(uint32(stack[0])))) {
+		stack[0] = 1
+	} else {
+		stack[0] = 0
+	}
+}
+
+func hostTakeResult(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, _ := caller(ctx)
+	ptr, size := uint32(stack[0]), uint32(stack[1])
+	if !inst.hasPending || int(size) != len(inst.pending) {
+		stack[0] = errno(abi.ErrnoNoResult)
+		return
+	}
+	if !inst.mem.Write(ptr, inst.pending) {
+		inst.abort(fmt.Sprintf("%s: %d bytes at %#x are outside guest memory", abi.ImportTakeResult, size, ptr))
+	}
+	inst.hasPending = false
+	stack[0] = uint64(size)
+}

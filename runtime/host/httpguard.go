@@ -1,0 +1,249 @@
+package host
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// origin is a normalised scheme://host:port.
+type origin struct{ scheme, host, port string }
+
+func (o origin) String() string { return o.scheme + "://" + net.JoinHostPort(o.host, o.port) }
+
+func parseOrigin(u *url.URL) (origin, error) {
+	scheme := strings.ToLower(u.Scheme)
+	port := u.Port()
+	switch scheme {
+	case "http":
+		if port == "" {
+			port = "80"
+		}
+	case "https":
+		if port == "" {
+			port = "443"
+		}
+	default:
+		return origin{}, fmt.Errorf("scheme %q is not http or https", u.Scheme)
+	}
+	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
+	if host == "" {
+		return origin{}, errors.New("no host")
+	}
+	return origin{scheme, host, port}, nil
+}
+
+// allowlist is the set of origins a module may reach.
+type allowlist map[origin]bool
+
+// ParseAllowedOrigins validates "scheme://host[:port]" entries; paths,
+// queries and user info are rejected because the allowlist grants whole
+// origins and anything more specific would promise what it cannot keep.
+func ParseAllowedOrigins(entries []string) (allowlist, error) {
+	list := allowlist{}
+	for _, e := range entries {
+		u, err := url.Parse(e)
+		if err != nil {
+			return nil, fmt.Errorf("allowed origin %q: %w", e, err)
+		}
+		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
+			return nil, fmt.Errorf("allowed origin %q: only scheme://host[:port] is allowed", e)
+		}
+		o, err := parseOrigin(u)
+		if err != nil {
+			return nil, fmt.Errorf("allowed origin %q: %w", e, err)
+		}
+		list[o] = true
+	}
+	return list, nil
+}
+
+// check refuses a URL whose origin is not on the list.
+func (l allowlist) check(u *url.URL) error {
+	o, err := parseOrigin(u)
+	if err != nil {
+		return &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
+	}
+	if !l[o] {
+		return &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
+	}
+	return nil
+}
+
+// literalIPs returns the IP literals on the list: the only way to reach an
+// internal address (see isInternal).
+func (l allowlist) literalIPs() map[string]bool {
+	ips := map[string]bool{}
+	for o := range l {
+		if ip := net.ParseIP(o.host); ip != nil {
+			ips[ip.String()] = true
+		}
+	}
+	return ips
+}
+
+// deniedError is a refusal by policy, as opposed to a network failure.
+type deniedError struct{ msg string }
+
+func (e *deniedError) Error() string { return "denied: " + e.msg }
+
+// isInternal reports addresses no provider needs by name but an attacker
+// wants: the host itself, link-local (where cloud metadata services live),
+// and addresses that are not destinations at all.
+func isInternal(ip net.IP) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified()
+}
+
+// guardedDialer resolves names itself and dials the address it checked, so
+// that a DNS answer cannot change between the check and the connection.
+type guardedDialer struct {
+	allowedIPs map[string]bool
+	resolver   *net.Resolver
+	dialer     net.Dialer
+}
+
+func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if isInternal(ip) && !g.allowedIPs[ip.String()] {
+			return nil, &deniedError{fmt.Sprintf("address %s is internal and not allowed by IP", ip)}
+		}
+		return g.dialer.DialContext(ctx, network, addr)
+	}
+	addrs, err := g.resolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error = fmt.Errorf("%s resolved to no address", host)
+	for _, a := range addrs {
+		if isInternal(a.IP) {
+			return nil, &deniedError{fmt.Sprintf("%s resolves to internal address %s; allow it by IP to reach it", host, a.IP)}
+		}
+	}
+	for _, a := range addrs {
+		conn, err := g.dialer.DialContext(ctx, network, net.JoinHostPort(a.IP.String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// httpClient performs the http_do host function for one module.
+type httpClient struct {
+	module  string
+	cfg     HTTPConfig
+	allowed allowlist
+	client  *http.Client
+}
+
+func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
+	allowed, err := ParseAllowedOrigins(cfg.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	rt := cfg.Transport
+	if rt == nil {
+		dialer := &guardedDialer{allowedIPs: allowed.literalIPs(), resolver: net.DefaultResolver,
+			dialer: net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}}
+		rt = &http.Transport{
+			// No Proxy: a proxy from the environment would carry requests
+			// past the dial-time checks.
+			Proxy:                 nil,
+			DialContext:           dialer.DialContext,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConnsPerHost:   16,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ResponseHeaderTimeout: cfg.Timeout,
+		}
+	}
+	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
+	h.client = &http.Client{
+		Transport: rt,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 10 {
+				return errors.New("stopped after 10 redirects")
+			}
+			return allowed.check(req.URL)
+		},
+	}
+	return h, nil
+}
+
+// do performs req and always answers an HTTPResponse: failures are
+// reported in its Error field so the guest can tell them apart.
+func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResponse {
+	resp, hostLabel, code := h.roundTrip(ctx, req)
+	httpRequests.WithLabelValues(h.module, hostLabel, code).Inc()
+	return resp
+}
+
+func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp *abi.HTTPResponse, hostLabel, code string) {
+	u, err := url.Parse(req.URL)
+	if err != nil {
+		return &abi.HTTPResponse{Error: "invalid URL: " + err.Error()}, "", "invalid"
+	}
+	hostLabel = u.Host
+	if err := h.allowed.check(u); err != nil {
+		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "denied"
+	}
+	timeout := h.cfg.Timeout
+	if req.TimeoutMillis > 0 {
+		timeout = min(timeout, time.Duration(req.TimeoutMillis)*time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	method := req.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
+	if err != nil {
+		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "invalid"
+	}
+	for _, hd := range req.Headers {
+		hreq.Header.Add(hd.Name, hd.Value)
+	}
+	hresp, err := h.client.Do(hreq)
+	if err != nil {
+		var denied *deniedError
+		if errors.As(err, &denied) {
+			return &abi.HTTPResponse{Error: denied.Error()}, hostLabel, "denied"
+		}
+		if ctx.Err() != nil {
+			return &abi.HTTPResponse{Error: fmt.Sprintf("request to %s timed out", hostLabel)}, hostLabel, "timeout"
+		}
+		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "error"
+	}
+	defer hresp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(hresp.Body, h.cfg.MaxResponseBytes+1))
+	if err != nil {
+		return &abi.HTTPResponse{Error: "reading response: " + err.Error()}, hostLabel, "error"
+	}
+	if int64(len(body)) > h.cfg.MaxResponseBytes {
+		return &abi.HTTPResponse{Error: fmt.Sprintf("response body exceeds %d bytes", h.cfg.MaxResponseBytes)}, hostLabel, "too_large"
+	}
+	out := &abi.HTTPResponse{StatusCode: int32(hresp.StatusCode), Body: body}
+	for name, values := range hresp.Header {
+		for _, v := range values {
+			out.Headers = append(out.Headers, abi.Header{Name: name, Value: v})
+		}
+	}
+	return out, hostLabel, strconv.Itoa(hresp.StatusCode)
+}

@@ -1,0 +1,124 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// maxResultBytes bounds a result the host will decode.
+const maxResultBytes = 8 << 20
+
+// instance is one instantiation of a module. It serves one call at a time
+// (the pool guarantees it), so its buffers are reused without locking.
+type instance struct {
+	owner   *Module
+	mod     api.Module
+	mem     api.Memory
+	alloc   api.Function
+	version api.Function
+	methods map[string]api.Function
+	stack   [2]uint64
+	input   []byte
+
+	// pending is the result a host function announced and take_result
+	// will copy out; violation is set when a host function aborts the call.
+	pending    []byte
+	hasPending bool
+	violation  error
+}
+
+func newInstance(m *Module, mod api.Module) *instance {
+	inst := &instance{
+		owner:   m,
+		mod:     mod,
+		mem:     mod.Memory(),
+		alloc:   mod.ExportedFunction(abi.ExportAlloc),
+		version: mod.ExportedFunction(abi.ExportABIVersion),
+		methods: make(map[string]api.Function, len(m.methods)),
+	}
+	for name := range m.methods {
+		inst.methods[name] = mod.ExportedFunction(name)
+	}
+	return inst
+}
+
+func (i *instance) close(ctx context.Context) { _ = i.mod.Close(ctx) }
+
+type instanceKey struct{}
+
+// callerInstance returns the instance whose call is running; host functions
+// use it to reach that call's pending result.
+func callerInstance(ctx context.Context) *instance {
+	inst, _ := ctx.Value(instanceKey{}).(*instance)
+	return inst
+}
+
+func (i *instance) abiVersion(ctx context.Context) (int32, error) {
+	if err := i.version.CallWithStack(ctx, i.stack[:]); err != nil {
+		return 0, fmt.Errorf("%s: %w", abi.ExportABIVersion, err)
+	}
+	return int32(uint32(i.stack[0])), nil
+}
+
+// callInstance performs one method call on inst: input into the guest's
+// buffer, the export, then the result decoded straight from guest memory.
+func (m *Module) callInstance(ctx context.Context, inst *instance, export string, in, out abi.Message) error {
+	fail := func(reason string, err error) error {
+		return &FailureError{Export: export, Reason: reason, Err: err}
+	}
+	ctx = context.WithValue(ctx, instanceKey{}, inst)
+	inst.hasPending, inst.pending, inst.violation = false, inst.pending[:0], nil
+
+	inst.input = abi.Marshal(inst.input, in)
+	size := uint32(len(inst.input))
+	inst.stack[0] = uint64(size)
+	if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
+		return inst.classify(ctx, export, err)
+	}
+	ptr := uint32(inst.stack[0])
+	if !inst.mem.Write(ptr, inst.input) {
+		return fail(ReasonABIViolation, fmt.Errorf("%s returned %d bytes at %#x, outside guest memory", abi.ExportAlloc, size, ptr))
+	}
+
+	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
+	if err := inst.methods[export].CallWithStack(ctx, inst.stack[:]); err != nil {
+		return inst.classify(ctx, export, err)
+	}
+	rptr, rsize := abi.UnpackResult(inst.stack[0])
+	if rsize > maxResultBytes {
+		return fail(ReasonABIViolation, fmt.Errorf("result of %d bytes exceeds the %d-byte limit", rsize, maxResultBytes))
+	}
+	view, ok := inst.mem.Read(rptr, rsize)
+	if !ok {
+		return fail(ReasonABIViolation, fmt.Errorf("result of %d bytes at %#x is outside guest memory", rsize, rptr))
+	}
+	outcome, err := abi.DecodeResult(view, out)
+	if err != nil {
+		return fail(ReasonABIViolation, fmt.Errorf("decoding result: %w", err))
+	}
+	if outcome.Status != abi.StatusOK {
+		return &StatusError{Export: export, Outcome: outcome}
+	}
+	return nil
+}
+
+// classify explains why a guest call returned an error: a host function
+// refused the guest's memory or message, the deadline passed, the caller
+// gave up, or the guest trapped (a Go panic, unreachable, out of memory).
+func (i *instance) classify(ctx context.Context, export string, err error) error {
+	reason := ReasonTrap
+	switch {
+	case i.violation != nil:
+		reason, err = ReasonABIViolation, i.violation
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		reason, err = ReasonTimeout, errors.New("deadline exceeded; the instance was stopped")
+	case ctx.Err() != nil:
+		reason = ReasonCanceled
+	}
+	return &FailureError{Export: export, Reason: reason, Err: err}
+}

@@ -1,0 +1,71 @@
+package host
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// MaxModuleBytes bounds a module's size after decompression, so that a
+// gzip bomb in a ConfigMap cannot exhaust the CCM's memory.
+const MaxModuleBytes = 64 << 20
+
+var gzipMagic = []byte{0x1f, 0x8b}
+
+// ReadModule reads a module file, .wasm or gzip-compressed (recognised by
+// its magic bytes, whatever its name). When wantSHA256 is set, the digest
+// of the file as stored must match it: the pin covers exactly the bytes an
+// operator can hash with sha256sum.
+func ReadModule(path, wantSHA256 string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading module: %w", err)
+	}
+	if err := CheckSHA256(raw, wantSHA256); err != nil {
+		return nil, fmt.Errorf("module %s: %w", path, err)
+	}
+	wasm, err := Decompress(raw)
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", path, err)
+	}
+	return wasm, nil
+}
+
+// CheckSHA256 compares data's digest with a hex digest ("sha256:" prefix
+// optional). An empty want accepts anything.
+func CheckSHA256(data []byte, want string) error {
+	want = strings.ToLower(strings.TrimPrefix(strings.TrimSpace(want), "sha256:"))
+	if want == "" {
+		return nil
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("sha256 mismatch: file has %s, configuration pins %s", got, want)
+	}
+	return nil
+}
+
+// Decompress returns data itself when it is not gzip, else its content,
+// bounded by MaxModuleBytes.
+func Decompress(data []byte) ([]byte, error) {
+	if !bytes.HasPrefix(data, gzipMagic) {
+		return data, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	wasm, err := io.ReadAll(io.LimitReader(zr, MaxModuleBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("gunzip: %w", err)
+	}
+	if len(wasm) > MaxModuleBytes {
+		return nil, fmt.Errorf("decompressed module exceeds %d bytes", MaxModuleBytes)
+	}
+	return wasm, nil
+}

@@ -1,0 +1,382 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// Info is what the host learned of a module.
+type Info struct {
+	ABIVersion   int32
+	Capabilities []abi.Capability
+}
+
+// Supports reports whether the module exports capability c.
+func (i Info) Supports(c abi.Capability) bool {
+	for _, have := range i.Capabilities {
+		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Module is a compiled, validated provider module and its instance pool.
+// It is safe for concurrent use.
+type Module struct {
+	cfg      Config
+	runtime  wazero.Runtime
+	compiled wazero.CompiledModule
+	info     Info
+	methods  map[string]bool
+	http     *httpClient
+	creds    *credentialStore
+	logger   *guestLogger
+	pool     *pool
+}
+
+// New compiles wasm, checks it against ABI v1, and makes its first
+// instance, running init with cfg.ProviderConfig. Every failure is an error
+// that names the problem; nothing is left running after one.
+func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
+	cfg = cfg.withDefaults()
+	registerMetrics()
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name)}
+	var err error
+	if m.http, err = newHTTPClient(cfg.Name, cfg.HTTP); err != nil {
+		return nil, err
+	}
+	if m.creds, err = newCredentialStore(cfg.Name, cfg.Credentials); err != nil {
+		return nil, err
+	}
+	if err := m.compile(ctx, wasm); err != nil {
+		return nil, err
+	}
+	m.pool = newPool(cfg.Name, cfg.PoolSize, m.newInstance)
+	first, err := m.newInstance(ctx)
+	if err != nil {
+		m.runtime.Close(ctx)
+		return nil, err
+	}
+	m.pool.idle = append(m.pool.idle, first)
+	return m, nil
+}
+
+// Validate checks wasm against ABI v1 without running init, which needs a
+// provider config: it compiles, checks imports and exports, instantiates
+// once and reads the ABI version. Every problem found is reported.
+func Validate(ctx context.Context, wasm []byte) (Info, []string) {
+	cfg := Config{Name: "validate"}.withDefaults()
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name)}
+	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
+	m.creds, _ = newCredentialStore(cfg.Name, cfg.Credentials)
+	rt, compiled, err := compile(ctx, wasm, cfg)
+	if err != nil {
+		return Info{}, []string{err.Error()}
+	}
+	defer rt.Close(ctx)
+	m.runtime, m.compiled = rt, compiled
+	info, methods, problems := inspect(compiled)
+	if len(problems) > 0 {
+		return info, problems
+	}
+	m.info, m.methods = info, methods
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		return info, []string{err.Error()}
+	}
+	defer inst.close(ctx)
+	version, err := inst.abiVersion(ctx)
+	if err != nil {
+		return info, []string{err.Error()}
+	}
+	info.ABIVersion = version
+	if version != abi.Version {
+		return info, []string{versionProblem(version)}
+	}
+	return info, nil
+}
+
+func versionProblem(v int32) string {
+	return fmt.Sprintf("module implements ABI version %d; this host implements version %d", v, abi.Version)
+}
+
+// Info returns what the host learned of the module.
+func (m *Module) Info() Info { return m.info }
+
+// Name returns the module's name from its Config.
+func (m *Module) Name() string { return m.cfg.Name }
+
+// Close waits for in-flight calls (until ctx ends), then releases the
+// module's instances and compiled code.
+func (m *Module) Close(ctx context.Context) error {
+	err := m.pool.drain(ctx)
+	if cerr := m.runtime.Close(context.WithoutCancel(ctx)); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// compile builds the runtime and compiled module and checks them.
+func (m *Module) compile(ctx context.Context, wasm []byte) error {
+	rt, compiled, err := compile(ctx, wasm, m.cfg)
+	if err != nil {
+		return err
+	}
+	info, methods, problems := inspect(compiled)
+	if len(problems) > 0 {
+		rt.Close(ctx)
+		return fmt.Errorf("module does not conform to ABI v%d: %s", abi.Version, strings.Join(problems, "; "))
+	}
+	m.runtime, m.compiled, m.info, m.methods = rt, compiled, info, methods
+	return nil
+}
+
+func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, wazero.CompiledModule, error) {
+	rc := wazero.NewRuntimeConfigCompiler().
+		WithCloseOnContextDone(true).
+		WithMemoryLimitPages(cfg.MemoryLimitPages)
+	if cfg.CompilationCacheDir != "" {
+		cache, err := wazero.NewCompilationCacheWithDir(cfg.CompilationCacheDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("compilation cache %s: %w", cfg.CompilationCacheDir, err)
+		}
+		rc = rc.WithCompilationCache(cache)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, nil, fmt.Errorf("instantiating WASI: %w", err)
+	}
+	if err := instantiateHostFunctions(ctx, rt); err != nil {
+		rt.Close(ctx)
+		return nil, nil, err
+	}
+	compiled, err := rt.CompileModule(experimental.WithCompilationWorkers(ctx, cfg.CompilationWorkers), wasm)
+	if err != nil {
+		rt.Close(ctx)
+		return nil, nil, fmt.Errorf("invalid wasm module: %w", err)
+	}
+	return rt, compiled, nil
+}
+
+// Signatures of the ABI's exports.
+var (
+	i32            = api.ValueTypeI32
+	i64            = api.ValueTypeI64
+	sigVersion     = signature{nil, []api.ValueType{i32}}
+	sigAlloc       = signature{[]api.ValueType{i32}, []api.ValueType{i32}}
+	sigMethod      = signature{[]api.ValueType{i32, i32}, []api.ValueType{i64}}
+	exportedMemory = "memory"
+)
+
+type signature struct{ params, results []api.ValueType }
+
+func (s signature) String() string {
+	return fmt.Sprintf("(%s) -> (%s)", valueTypes(s.params), valueTypes(s.results))
+}
+
+func valueTypes(ts []api.ValueType) string {
+	names := make([]string, len(ts))
+	for i, t := range ts {
+		names[i] = api.ValueTypeName(t)
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s signature) matches(def api.FunctionDefinition) bool {
+	return equalTypes(s.params, def.ParamTypes()) && equalTypes(s.results, def.ResultTypes())
+}
+
+func equalTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// inspect checks a compiled module's imports and exports against the ABI,
+// collecting every problem so that an author sees them all at once.
+func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
+	var problems []string
+	exports := compiled.ExportedFunctions()
+	checkExport := func(name string, sig signature) bool {
+		def, ok := exports[name]
+		if !ok {
+			return false
+		}
+		if !sig.matches(def) {
+			problems = append(problems, fmt.Sprintf("export %s has signature (%s) -> (%s), want %s",
+				name, valueTypes(def.ParamTypes()), valueTypes(def.ResultTypes()), sig))
+		}
+		return true
+	}
+	for name, sig := range map[string]signature{abi.ExportABIVersion: sigVersion, abi.ExportAlloc: sigAlloc, abi.ExportInit: sigMethod} {
+		if !checkExport(name, sig) {
+			problems = append(problems, "missing export "+name)
+		}
+	}
+	if _, ok := compiled.ExportedMemories()[exportedMemory]; !ok {
+		problems = append(problems, `missing exported memory "memory"`)
+	}
+	if len(compiled.ImportedMemories()) > 0 {
+		problems = append(problems, "module imports a memory; provider modules must define their own")
+	}
+
+	info := Info{}
+	methods := map[string]bool{abi.ExportInit: true}
+	for _, c := range abi.Capabilities {
+		var present, missing []string
+		for _, name := range c.Exports {
+			if checkExport(name, sigMethod) {
+				present = append(present, name)
+			} else {
+				missing = append(missing, name)
+			}
+		}
+		switch {
+		case len(missing) == 0:
+			info.Capabilities = append(info.Capabilities, c.Capability)
+			for _, name := range present {
+				methods[name] = true
+			}
+		case len(present) > 0:
+			problems = append(problems, fmt.Sprintf("capability %s is incomplete: has %s but lacks %s",
+				c.Capability, strings.Join(present, ", "), strings.Join(missing, ", ")))
+		}
+	}
+
+	for _, def := range compiled.ImportedFunctions() {
+		module, name, _ := def.Import()
+		switch module {
+		case wasi_snapshot_preview1.ModuleName:
+		case abi.ImportModule:
+			sig, known := hostFunctionSignatures[name]
+			if !known {
+				problems = append(problems, fmt.Sprintf("imports unknown host function %s.%s", module, name))
+			} else if !sig.matches(def) {
+				problems = append(problems, fmt.Sprintf("imports %s.%s as (%s) -> (%s), the host provides %s",
+					module, name, valueTypes(def.ParamTypes()), valueTypes(def.ResultTypes()), sig))
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("imports %s.%s from module %q, which the host does not provide", module, name, module))
+		}
+	}
+	return info, methods, problems
+}
+
+// instantiate makes a fresh instance in the sandbox: no files, no
+// environment, no arguments, real clocks and randomness, and stdout/stderr
+// into the log.
+func (m *Module) instantiate(ctx context.Context) (*instance, error) {
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions("_initialize").
+		WithStdout(&streamWriter{logger: m.logger, level: abi.LogInfo}).
+		WithStderr(&streamWriter{logger: m.logger, level: abi.LogError}).
+		WithSysWalltime().
+		WithSysNanotime().
+		WithSysNanosleep().
+		WithRandSource(rand.Reader)
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, mc)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("instantiating module: start functions ran past %s", m.cfg.CallTimeout)
+		}
+		return nil, fmt.Errorf("instantiating module: %w", err)
+	}
+	return newInstance(m, mod), nil
+}
+
+// newInstance makes an instance ready for calls: ABI version checked and
+// init run with the provider config.
+func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	inst, err := m.instantiate(ctx)
+	if err != nil {
+		return nil, err
+	}
+	version, err := inst.abiVersion(ctx)
+	if err == nil && version != abi.Version {
+		err = errors.New(versionProblem(version))
+	}
+	if err == nil {
+		err = m.callInstance(ctx, inst, abi.ExportInit, &abi.InitRequest{ClusterName: m.cfg.ClusterName, Config: m.cfg.ProviderConfig}, nil)
+		var status *StatusError
+		if errors.As(err, &status) {
+			err = fmt.Errorf("module rejected its configuration: %s", status.Message)
+		}
+	}
+	if err != nil {
+		inst.close(ctx)
+		return nil, err
+	}
+	klog.V(4).InfoS("module instance ready", "module", m.cfg.Name)
+	return inst, nil
+}
+
+// Call runs export with input in and decodes the payload into out (nil for
+// exports without one). It returns nil, a *StatusError for a non-OK status
+// the module answered, or a *FailureError when the module gave no answer.
+func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) error {
+	if !m.methods[export] {
+		return &FailureError{Export: export, Reason: ReasonUnavailable, Err: ErrUnsupported}
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	defer cancel()
+	inst, err := m.pool.acquire(ctx)
+	if err != nil {
+		err = &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
+	} else {
+		err = m.callInstance(ctx, inst, export, in, out)
+		var failure *FailureError
+		if errors.As(err, &failure) {
+			m.replace(inst, failure)
+			inst = nil
+		}
+		m.pool.release(inst)
+	}
+	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
+	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()
+	return err
+}
+
+func (m *Module) replace(inst *instance, failure *FailureError) {
+	instancesReplaced.WithLabelValues(m.cfg.Name, failure.Reason).Inc()
+	klog.InfoS("closing module instance after a failed call; the next call gets a new one",
+		"module", m.cfg.Name, "export", failure.Export, "reason", failure.Reason, "err", failure.Err)
+	inst.close(context.Background())
+}
+
+func outcomeLabel(err error) string {
+	var status *StatusError
+	var failure *FailureError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &status):
+		return status.Status.String()
+	case errors.As(err, &failure):
+		return failure.Reason
+	}
+	return "error"
+}

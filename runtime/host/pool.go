@@ -1,0 +1,96 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// pool bounds the instances of one module. A slot is held for the whole of
+// a call, so at most cap(slots) calls run at once and each has an instance
+// to itself; instances are made lazily, up to that bound, and reused.
+type pool struct {
+	module string
+	create func(context.Context) (*instance, error)
+	slots  chan struct{}
+	closed chan struct{}
+
+	closeOnce sync.Once
+	mu        sync.Mutex
+	idle      []*instance
+}
+
+func newPool(module string, size int, create func(context.Context) (*instance, error)) *pool {
+	return &pool{module: module, create: create, slots: make(chan struct{}, size), closed: make(chan struct{})}
+}
+
+func (p *pool) acquire(ctx context.Context) (*instance, error) {
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.closed:
+		return nil, errClosed
+	}
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		inst := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		p.observe()
+		return inst, nil
+	}
+	p.mu.Unlock()
+	inst, err := p.create(ctx)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	p.observe()
+	return inst, nil
+}
+
+// release returns a healthy instance to the pool; a nil instance just frees the
+// slot (its instance was closed).
+func (p *pool) release(inst *instance) {
+	if inst != nil {
+		p.mu.Lock()
+		p.idle = append(p.idle, inst)
+		p.mu.Unlock()
+	}
+	<-p.slots
+	p.observe()
+}
+
+// errClosed is returned by acquire once the pool is drained.
+var errClosed = errors.New("module is closed")
+
+// drain refuses new calls, waits until none is in flight, then closes
+// every instance: in-flight calls of a module being replaced finish on it.
+func (p *pool) drain(ctx context.Context) error {
+	p.closeOnce.Do(func() { close(p.closed) })
+	for i := 0; i < cap(p.slots); i++ {
+		select {
+		case p.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	p.mu.Lock()
+	idle := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	for _, inst := range idle {
+		inst.close(ctx)
+	}
+	return nil
+}
+
+func (p *pool) observe() {
+	p.mu.Lock()
+	idle := len(p.idle)
+	p.mu.Unlock()
+	busy := len(p.slots)
+	poolInstances.WithLabelValues(p.module, "busy").Set(float64(busy))
+	poolInstances.WithLabelValues(p.module, "idle").Set(float64(idle))
+}
