@@ -20,9 +20,9 @@ func sampleNode() Node {
 func sampleService() Service {
 	return Service{
 		Namespace: "default", Name: "web", UID: "u-1",
-		Annotations:              map[string]string{"x": "y"},
-		Ports:                    []ServicePort{{"http", "TCP", 80, 30080}, {"dns", "UDP", 53, -1}},
-		LoadBalancerClass:        "", LoadBalancerIP: "203.0.113.9",
+		Annotations:       map[string]string{"x": "y"},
+		Ports:             []ServicePort{{"http", "TCP", 80, 30080}, {"dns", "UDP", 53, -1}},
+		LoadBalancerClass: "", LoadBalancerIP: "203.0.113.9",
 		ExternalTrafficPolicy:    "Local",
 		LoadBalancerSourceRanges: []string{"0.0.0.0/0"},
 		IPFamilies:               []string{"IPv4"},

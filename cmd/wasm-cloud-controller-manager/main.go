@@ -1,5 +1,7 @@
 // Command wasm-cloud-controller-manager runs Kubernetes' cloud controllers
-// over a provider implemented as a WebAssembly module.
+// (node, node lifecycle, service load balancer, route) over a provider
+// implemented as a WebAssembly module: --cloud-provider=wasm, with
+// --cloud-config naming the module and what it is granted.
 package main
 
 import (
@@ -13,27 +15,35 @@ import (
 	"k8s.io/cloud-provider/options"
 	"k8s.io/component-base/cli"
 	cliflag "k8s.io/component-base/cli/flag"
-	_ "k8s.io/component-base/logs/json/register"
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
+	_ "k8s.io/component-base/logs/json/register"          // --logging-format=json
+	_ "k8s.io/component-base/metrics/prometheus/clientgo" // client-go metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/klog/v2"
-	_ "github.com/tetratelabs/wazero"
-	_ "sigs.k8s.io/yaml"
+
+	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 func main() {
+	provider.Register()
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors, names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
 	os.Exit(cli.Run(cmd))
 }
 
+// initCloud builds the provider from --cloud-config. A module that cannot
+// be loaded stops the CCM here with the reason, before any controller runs.
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
-	cloud, err := cloudprovider.InitCloudProvider(c.ComponentConfig.KubeCloudShared.CloudProvider.Name, c.ComponentConfig.KubeCloudShared.CloudProvider.CloudConfigFile)
+	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
+	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
 	if err != nil {
 		klog.Fatalf("cloud provider could not be initialized: %v", err)
+	}
+	if cloud == nil {
+		klog.Fatalf("unknown cloud provider %q; wasm-cloud-controller-manager provides %q", shared.Name, provider.ProviderName)
 	}
 	return cloud
 }

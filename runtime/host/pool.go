@@ -30,7 +30,7 @@ func (p *pool) acquire(ctx context.Context) (*instance, error) {
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	case <-p.closed:
-		return nil, errClosed
+		return nil, ErrClosed
 	}
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
@@ -62,8 +62,8 @@ func (p *pool) release(inst *instance) {
 	p.observe()
 }
 
-// errClosed is returned by acquire once the pool is drained.
-var errClosed = errors.New("module is closed")
+// ErrClosed is returned for calls made after Close began.
+var ErrClosed = errors.New("module is closed")
 
 // drain refuses new calls, waits until none is in flight, then closes
 // every instance: in-flight calls of a module being replaced finish on it.

@@ -131,7 +131,9 @@ func (p *provider) NodeAddressesByProviderID(_ context.Context, id string) ([]ab
 	return []abi.NodeAddress{{Type: "InternalIP", Address: strings.TrimPrefix(id, "test://")}}, nil
 }
 
-func (p *provider) InstanceID(_ context.Context, name string) (string, error) { return "id-" + name, nil }
+func (p *provider) InstanceID(_ context.Context, name string) (string, error) {
+	return "id-" + name, nil
+}
 func (p *provider) InstanceType(_ context.Context, name string) (string, error) {
 	return "type-" + name, nil
 }
@@ -209,4 +211,6 @@ func (p *provider) GetZoneByNodeName(_ context.Context, name string) (abi.Zone, 
 
 func (p *provider) ListClusters(context.Context) ([]string, error) { return []string{p.cluster}, nil }
 
-func (p *provider) Master(_ context.Context, name string) (string, error) { return "master." + name, nil }
+func (p *provider) Master(_ context.Context, name string) (string, error) {
+	return "master." + name, nil
+}

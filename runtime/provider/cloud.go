@@ -1,0 +1,162 @@
+// Package provider implements k8s.io/cloud-provider's Interface over a
+// wasmccm module: each method converts its Kubernetes arguments to ABI wire
+// types, calls the module through runtime/host, and maps the answer back,
+// errors included, to what the upstream controllers expect.
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"sync/atomic"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/host"
+)
+
+// ProviderName is the --cloud-provider name wasmccm registers.
+const ProviderName = "wasm"
+
+// Register makes provider "wasm" available to cloudprovider.InitCloudProvider.
+func Register() {
+	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {
+		cfg, err := ParseConfig(r)
+		if err != nil {
+			return nil, err
+		}
+		return New(context.Background(), cfg)
+	})
+}
+
+// Cloud is cloudprovider.Interface over a module. The module can be
+// replaced at run time (see reload.go); the capabilities cannot, because
+// the controllers decide at start-up which ones to run.
+type Cloud struct {
+	cfg          *Config
+	module       atomic.Pointer[host.Module]
+	capabilities host.Info
+	// loaded and rejected are the digests of the module in service and of
+	// the last file refused; only the reload goroutine touches them.
+	loaded   string
+	rejected string
+}
+
+var (
+	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2  = instancesV2{}
+	_ cloudprovider.Instances    = instances{}
+	_ cloudprovider.LoadBalancer = loadBalancer{}
+	_ cloudprovider.Routes       = routes{}
+	_ cloudprovider.Zones        = zones{}
+	_ cloudprovider.Clusters     = clusters{}
+)
+
+// New loads, verifies and starts the module cfg names. Any problem is an
+// error naming it; the CCM refuses to start rather than run without its
+// provider.
+func New(ctx context.Context, cfg *Config) (*Cloud, error) {
+	file, err := readModuleFile(cfg.Module)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := host.New(ctx, file.wasm, cfg.hostConfig(moduleName(cfg.Module.Path)))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", cfg.Module.Path, err)
+	}
+	c := &Cloud{cfg: cfg, capabilities: mod.Info(), loaded: file.digest}
+	c.module.Store(mod)
+	klog.InfoS("provider module loaded", "path", cfg.Module.Path, "sha256", file.digest,
+		"capabilities", mod.Info().Capabilities)
+	return c, nil
+}
+
+func moduleName(path string) string { return filepath.Base(path) }
+
+// call runs one export on the current module. A call that picked the
+// module just as a reload replaced it finds it closed and goes to the new
+// one: a reload never fails a call.
+func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) error {
+	for {
+		mod := c.module.Load()
+		err := mod.Call(ctx, export, in, out)
+		if errors.Is(err, host.ErrClosed) && c.module.Load() != mod {
+			continue
+		}
+		return err
+	}
+}
+
+// Initialize starts hot reload when configured. The client builder is not
+// needed: modules reach their cloud, not the cluster.
+func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	if c.cfg.Module.ReloadInterval.Duration > 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-stop; cancel() }()
+		go c.watch(ctx, c.cfg.Module.ReloadInterval.Duration)
+	}
+}
+
+// Close releases the module.
+func (c *Cloud) Close(ctx context.Context) error { return c.module.Load().Close(ctx) }
+
+// ProviderName returns "wasm".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID reports true: a module is configured for one cluster, whose
+// name it receives at init and with every load balancer and route call.
+func (c *Cloud) HasClusterID() bool { return true }
+
+func (c *Cloud) supports(capability abi.Capability) bool { return c.capabilities.Supports(capability) }
+
+// InstancesV2 is supported when the module exports it.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	if !c.supports(abi.CapabilityInstancesV2) {
+		return nil, false
+	}
+	return instancesV2{c}, true
+}
+
+// Instances is supported when the module exports the legacy interface.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) {
+	if !c.supports(abi.CapabilityInstances) {
+		return nil, false
+	}
+	return instances{c}, true
+}
+
+// LoadBalancer is supported when the module exports it.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if !c.supports(abi.CapabilityLoadBalancer) {
+		return nil, false
+	}
+	return loadBalancer{c}, true
+}
+
+// Routes is supported when the module exports it.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if !c.supports(abi.CapabilityRoutes) {
+		return nil, false
+	}
+	return routes{c}, true
+}
+
+// Zones is supported when the module exports it.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) {
+	if !c.supports(abi.CapabilityZones) {
+		return nil, false
+	}
+	return zones{c}, true
+}
+
+// Clusters is supported when the module exports it.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) {
+	if !c.supports(abi.CapabilityClusters) {
+		return nil, false
+	}
+	return clusters{c}, true
+}

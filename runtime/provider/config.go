@@ -1,0 +1,142 @@
+package provider
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/wasmccm/wasmccm/runtime/host"
+)
+
+// Config is the --cloud-config file of provider "wasm". Unknown fields are
+// rejected so that a typo never silently drops a limit or a grant.
+type Config struct {
+	// ClusterName is passed to the module's init. Default "kubernetes".
+	ClusterName string            `json:"clusterName,omitempty"`
+	Module      ModuleConfig      `json:"module"`
+	Limits      LimitsConfig      `json:"limits,omitempty"`
+	HTTP        HTTPConfig        `json:"http,omitempty"`
+	Credentials CredentialsConfig `json:"credentials,omitempty"`
+	// ProviderConfig is any YAML value; the module's init receives it as JSON.
+	ProviderConfig json.RawMessage `json:"providerConfig,omitempty"`
+}
+
+// ModuleConfig says where the module is and how to trust it.
+type ModuleConfig struct {
+	// Path of the .wasm or gzip-compressed .wasm.gz file, typically in a
+	// mounted ConfigMap.
+	Path string `json:"path"`
+	// SHA256 pins the file's digest (hex, optional "sha256:" prefix).
+	SHA256 string `json:"sha256,omitempty"`
+	// PublicKeyPath and SignaturePath, when set, require a valid ECDSA
+	// P-256 signature of the file, as `cosign sign-blob --key` makes.
+	PublicKeyPath string `json:"publicKeyPath,omitempty"`
+	SignaturePath string `json:"signaturePath,omitempty"`
+	// CompilationCacheDir keeps compiled code across restarts.
+	CompilationCacheDir string `json:"compilationCacheDir,omitempty"`
+	// ReloadInterval is how often the file is checked for a new version;
+	// 0 disables hot reload.
+	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
+}
+
+// LimitsConfig bounds the module's resources.
+type LimitsConfig struct {
+	PoolSize       int             `json:"poolSize,omitempty"`
+	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
+	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
+}
+
+// HTTPConfig is the module's HTTP grant.
+type HTTPConfig struct {
+	AllowedOrigins   []string        `json:"allowedOrigins,omitempty"`
+	Timeout          metav1.Duration `json:"timeout,omitempty"`
+	MaxResponseBytes int64           `json:"maxResponseBytes,omitempty"`
+}
+
+// CredentialsConfig is the module's credential grant.
+type CredentialsConfig struct {
+	Dir     string   `json:"dir,omitempty"`
+	Granted []string `json:"granted,omitempty"`
+}
+
+// ParseConfig reads and validates a cloud-config.
+func ParseConfig(r io.Reader) (*Config, error) {
+	if r == nil {
+		return nil, errors.New("provider wasm needs --cloud-config")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	var cfg Config
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, fmt.Errorf("cloud-config: %w", err)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("cloud-config: %w", err)
+	}
+	return &cfg, nil
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.Module.Path == "" {
+		errs = append(errs, errors.New("module.path is required"))
+	}
+	if (c.Module.PublicKeyPath == "") != (c.Module.SignaturePath == "") {
+		errs = append(errs, errors.New("module.publicKeyPath and module.signaturePath go together"))
+	}
+	if c.Limits.PoolSize < 0 || c.Limits.PoolSize > 256 {
+		errs = append(errs, fmt.Errorf("limits.poolSize %d is outside 0..256", c.Limits.PoolSize))
+	}
+	if c.Limits.CallTimeout.Duration < 0 || c.HTTP.Timeout.Duration < 0 || c.Module.ReloadInterval.Duration < 0 {
+		errs = append(errs, errors.New("durations must not be negative"))
+	}
+	if c.Limits.MemoryLimitMiB > 4096 {
+		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
+	}
+	if _, err := host.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("http: %w", err))
+	}
+	for _, name := range c.Credentials.Granted {
+		if err := host.ValidCredentialName(name); err != nil {
+			errs = append(errs, fmt.Errorf("credentials: %w", err))
+		}
+	}
+	if len(c.Credentials.Granted) > 0 && c.Credentials.Dir == "" {
+		errs = append(errs, errors.New("credentials.granted needs credentials.dir"))
+	}
+	return errors.Join(errs...)
+}
+
+// hostConfig turns the cloud-config into the runtime's Config.
+func (c *Config) hostConfig(name string) host.Config {
+	clusterName := c.ClusterName
+	if clusterName == "" {
+		clusterName = "kubernetes"
+	}
+	return host.Config{
+		Name:                name,
+		ClusterName:         clusterName,
+		ProviderConfig:      c.ProviderConfig,
+		PoolSize:            c.Limits.PoolSize,
+		CallTimeout:         c.Limits.CallTimeout.Duration,
+		MemoryLimitPages:    c.Limits.MemoryLimitMiB * 16,
+		CompilationCacheDir: c.Module.CompilationCacheDir,
+		HTTP: host.HTTPConfig{
+			AllowedOrigins:   c.HTTP.AllowedOrigins,
+			Timeout:          c.HTTP.Timeout.Duration,
+			MaxResponseBytes: c.HTTP.MaxResponseBytes,
+		},
+		Credentials: host.CredentialsConfig{Dir: c.Credentials.Dir, Granted: c.Credentials.Granted},
+	}
+}
+
+// defaultReloadGrace bounds how long a replaced module may finish in-flight
+// calls before it is closed anyway.
+const defaultReloadGrace = 2 * time.Minute

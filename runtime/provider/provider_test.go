@@ -1,0 +1,343 @@
+package provider
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+)
+
+func guest(t testing.TB, name string) []byte {
+	t.Helper()
+	path, err := wasmbuild.Build(filepath.Join("..", "host", "testdata", "guests", name), wasmbuild.Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return wasm
+}
+
+func writeFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	// Write then rename, as the kubelet's atomic volume update does, so a
+	// poll never reads half a file.
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newCloud(t testing.TB, wasm []byte, mutate func(*Config)) *Cloud {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "provider.wasm")
+	writeFile(t, path, wasm)
+	// A shared compilation cache keeps reloads of an already-seen module
+	// fast, as it does in production.
+	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: compilationCache(t)}, Limits: LimitsConfig{PoolSize: 2, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	c, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+var (
+	cacheOnce sync.Once
+	cacheDir  string
+)
+
+func compilationCache(t testing.TB) string {
+	cacheOnce.Do(func() {
+		var err error
+		if cacheDir, err = os.MkdirTemp("", "wasmccm-compcache"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return cacheDir
+}
+
+func node(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+
+// TestInstanceExistsNeverGuesses is the rule that protects Nodes: only an
+// explicit "false" from the module reports an instance as gone.
+func TestInstanceExistsNeverGuesses(t *testing.T) {
+	c := newCloud(t, guest(t, "testprovider"), nil)
+	i, ok := c.InstancesV2()
+	if !ok {
+		t.Fatal("InstancesV2 not supported")
+	}
+	cases := []struct {
+		node       string
+		wantExists bool
+		wantErr    func(error) bool
+	}{
+		{"present", true, nil},
+		{"missing", false, nil},
+		{"notfound", false, func(err error) bool { return err != nil && !errors.Is(err, cloudprovider.InstanceNotFound) }},
+		{"error", false, func(err error) bool { return strings.Contains(err.Error(), "cloud said no") }},
+		{"trap", false, func(err error) bool { return strings.Contains(err.Error(), "trap") }},
+		{"loop", false, func(err error) bool { return strings.Contains(err.Error(), "timeout") }},
+		{"retry", false, func(err error) bool {
+			var retry *api.RetryError
+			return errors.As(err, &retry) && retry.RetryAfter() == 3*time.Second
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.node, func(t *testing.T) {
+			exists, err := i.InstanceExists(context.Background(), node(tc.node))
+			if exists != tc.wantExists {
+				t.Fatalf("exists = %v, want %v (err %v)", exists, tc.wantExists, err)
+			}
+			if tc.wantErr == nil && err != nil || tc.wantErr != nil && (err == nil || !tc.wantErr(err)) {
+				t.Fatalf("unexpected error %v", err)
+			}
+		})
+	}
+}
+
+func TestLoadBalancerMapping(t *testing.T) {
+	c := newCloud(t, guest(t, "testprovider"), func(cfg *Config) { cfg.ClusterName = "prod" })
+	lb, ok := c.LoadBalancer()
+	if !ok {
+		t.Fatal("LoadBalancer not supported")
+	}
+	svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", UID: "u1"}}
+	if name := lb.GetLoadBalancerName(context.Background(), "prod", svc); name != "prod-default-web" {
+		t.Fatalf("name = %q", name)
+	}
+	status, err := lb.EnsureLoadBalancer(context.Background(), "prod", svc, []*v1.Node{node("a"), node("b"), node("c")})
+	if err != nil || len(status.Ingress) != 1 || status.Ingress[0].IP != "192.0.2.3" || *status.Ingress[0].IPMode != v1.LoadBalancerIPModeVIP {
+		t.Fatalf("EnsureLoadBalancer = %+v, %v", status, err)
+	}
+	if _, exists, err := lb.GetLoadBalancer(context.Background(), "prod", svc); exists || err != nil {
+		t.Fatalf("GetLoadBalancer exists=%v err=%v", exists, err)
+	}
+	elsewhere := svc.DeepCopy()
+	elsewhere.Name = "elsewhere"
+	if _, err := lb.EnsureLoadBalancer(context.Background(), "prod", elsewhere, nil); !errors.Is(err, cloudprovider.ImplementedElsewhere) {
+		t.Fatalf("err = %v, want ImplementedElsewhere", err)
+	}
+	if err := lb.UpdateLoadBalancer(context.Background(), "prod", svc, nil); err == nil || !strings.Contains(err.Error(), "no nodes") {
+		t.Fatalf("UpdateLoadBalancer err = %v", err)
+	}
+	if err := lb.EnsureLoadBalancerDeleted(context.Background(), "prod", svc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCapabilitiesAreMasked(t *testing.T) {
+	c := newCloud(t, guest(t, "minimal"), nil)
+	if _, ok := c.InstancesV2(); !ok {
+		t.Fatal("InstancesV2 should be supported")
+	}
+	checks := map[string]bool{}
+	_, checks["Instances"] = c.Instances()
+	_, checks["LoadBalancer"] = c.LoadBalancer()
+	_, checks["Routes"] = c.Routes()
+	_, checks["Zones"] = c.Zones()
+	_, checks["Clusters"] = c.Clusters()
+	for name, ok := range checks {
+		if ok {
+			t.Errorf("%s reported as supported by a module that lacks it", name)
+		}
+	}
+}
+
+func gz(t testing.TB, data []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(data)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestHotReload swaps the module file repeatedly under continuous calls:
+// valid replacements take over with zero failed calls, invalid ones are
+// refused and the module in service keeps answering.
+func TestHotReload(t *testing.T) {
+	wasm := guest(t, "testprovider")
+	versions := [][]byte{gz(t, wasm), wasm} // same provider, different files
+	c := newCloud(t, wasm, nil)
+	path := c.cfg.Module.Path
+	i, _ := c.InstancesV2()
+
+	var calls, failures atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				calls.Add(1)
+				if ok, err := i.InstanceExists(context.Background(), node("present")); err != nil || !ok {
+					failures.Add(1)
+					t.Errorf("call during reload: %v %v", ok, err)
+				}
+			}
+		}()
+	}
+	ctx := context.Background()
+	const swaps = 6
+	for n := 0; n < swaps; n++ {
+		writeFile(t, path, versions[n%2])
+		c.reloadIfChanged(ctx)
+		if got := sha256.Sum256(versions[n%2]); c.loaded != hexString(got[:]) {
+			t.Fatalf("swap %d did not take effect", n)
+		}
+	}
+	before := c.loaded
+	for _, bad := range []struct {
+		name string
+		data []byte
+	}{
+		{"garbage", []byte("not wasm")},
+		{"fewer capabilities", guest(t, "minimal")},
+	} {
+		writeFile(t, path, bad.data)
+		c.reloadIfChanged(ctx)
+		if c.loaded != before {
+			t.Fatalf("%s module replaced the one in service", bad.name)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if failures.Load() != 0 || calls.Load() == 0 {
+		t.Fatalf("%d of %d calls failed during %d reloads", failures.Load(), calls.Load(), swaps)
+	}
+	t.Logf("%d calls, 0 failed, across %d reloads and 2 rejected files", calls.Load(), swaps)
+}
+
+func hexString(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+func TestModuleIntegrity(t *testing.T) {
+	wasm := guest(t, "minimal")
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	pubPath, sigPath := filepath.Join(dir, "cosign.pub"), filepath.Join(dir, "provider.wasm.sig")
+	writeFile(t, pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	digest := sha256.Sum256(wasm)
+	sig, _ := ecdsa.SignASN1(rand.Reader, key, digest[:])
+	writeFile(t, sigPath, []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
+
+	cases := []struct {
+		name    string
+		module  []byte
+		cfg     ModuleConfig
+		wantErr string
+	}{
+		{"pinned", wasm, ModuleConfig{SHA256: "sha256:" + hexString(digest[:])}, ""},
+		{"pin mismatch", wasm, ModuleConfig{SHA256: strings.Repeat("0", 64)}, "sha256 mismatch"},
+		{"signed", wasm, ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, ""},
+		{"tampered", append(append([]byte{}, wasm...), 0), ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, "signature does not verify"},
+		{"not wasm", []byte("hello"), ModuleConfig{}, "invalid wasm module"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.cfg.Path = filepath.Join(t.TempDir(), "provider.wasm")
+			writeFile(t, tc.cfg.Path, tc.module)
+			c, err := New(context.Background(), &Config{Module: tc.cfg})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close(context.Background())
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	cases := []struct {
+		name, yaml, wantErr string
+	}{
+		{"full", `
+clusterName: prod
+module: {path: /m/provider.wasm.gz, sha256: "abc", compilationCacheDir: /var/cache, reloadInterval: 5s}
+limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 64}
+http: {allowedOrigins: ["https://api.example.com", "http://127.0.0.1:8780"], timeout: 5s}
+credentials: {dir: /etc/creds, granted: [token]}
+providerConfig: {endpoint: "https://api.example.com", region: eu-1}
+`, ""},
+		{"unknown field", "module: {path: x}\nlimit: {poolSize: 2}\n", `unknown field "limit"`},
+		{"no module", "clusterName: x\n", "module.path is required"},
+		{"bad origin", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a/path\"]}\n", "only scheme://host[:port]"},
+		{"bad credential", "module: {path: x}\ncredentials: {dir: /d, granted: [\"../etc/passwd\"]}\n", "not a plain Secret key"},
+		{"grant without dir", "module: {path: x}\ncredentials: {granted: [token]}\n", "needs credentials.dir"},
+		{"negative", "module: {path: x}\nlimits: {callTimeout: -1s}\n", "must not be negative"},
+		{"half signature", "module: {path: x, publicKeyPath: k}\n", "go together"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := ParseConfig(strings.NewReader(tc.yaml))
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := string(cfg.ProviderConfig); got != `{"endpoint":"https://api.example.com","region":"eu-1"}` {
+					t.Fatalf("providerConfig = %s", got)
+				}
+				if hc := cfg.hostConfig("m"); hc.MemoryLimitPages != 1024 || hc.CallTimeout != 10*time.Second || hc.ClusterName != "prod" {
+					t.Fatalf("host config = %+v", hc)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,132 @@
+package provider
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"time"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/runtime/host"
+)
+
+var reloads = metrics.NewCounterVec(&metrics.CounterOpts{
+	Namespace: "wasmccm", Subsystem: "module", Name: "reloads_total",
+	Help:           "Module reload attempts by result (loaded, rejected).",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"result"})
+
+func init() { legacyregistry.MustRegister(reloads) }
+
+// moduleFile is a module as read from disk and verified.
+type moduleFile struct {
+	wasm   []byte
+	digest string
+}
+
+// readModuleFile reads the module and applies every check the config asks
+// for: sha256 pin, then signature, both over the file's bytes as stored.
+func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
+	raw, err := os.ReadFile(cfg.Path)
+	if err != nil {
+		return moduleFile{}, fmt.Errorf("reading module: %w", err)
+	}
+	sum := sha256.Sum256(raw)
+	file := moduleFile{digest: hex.EncodeToString(sum[:])}
+	if err := host.CheckSHA256(raw, cfg.SHA256); err != nil {
+		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
+	}
+	if cfg.PublicKeyPath != "" {
+		key, err := os.ReadFile(cfg.PublicKeyPath)
+		if err != nil {
+			return file, fmt.Errorf("module public key: %w", err)
+		}
+		sig, err := os.ReadFile(cfg.SignaturePath)
+		if err != nil {
+			return file, fmt.Errorf("module signature: %w", err)
+		}
+		if err := host.VerifySignature(raw, key, sig); err != nil {
+			return file, fmt.Errorf("module %s: %w", cfg.Path, err)
+		}
+	}
+	if file.wasm, err = host.Decompress(raw); err != nil {
+		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
+	}
+	return file, nil
+}
+
+// watch polls the module file. Polling rather than inotify: the kubelet
+// updates a ConfigMap volume by swapping a "..data" symlink, which a
+// per-file watch misses, and one stat-and-read every few seconds is cheap.
+func (c *Cloud) watch(ctx context.Context, every time.Duration) {
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			c.reloadIfChanged(ctx)
+		}
+	}
+}
+
+// reloadIfChanged swaps in the module file's new content, if any. The new
+// module is compiled and initialised before the swap, off the call path;
+// calls already running finish on the old one, which is then closed. Any
+// problem keeps the old module.
+func (c *Cloud) reloadIfChanged(ctx context.Context) {
+	file, err := readModuleFile(c.cfg.Module)
+	if err == nil && file.digest == c.loaded {
+		return
+	}
+	// A rejected file is reported once, not at every poll.
+	rejection := file.digest
+	if rejection == "" && err != nil {
+		rejection = err.Error()
+	}
+	if rejection == c.rejected {
+		return
+	}
+	if err == nil {
+		err = c.swap(ctx, file)
+	}
+	if err != nil {
+		c.rejected = rejection
+		reloads.WithLabelValues("rejected").Inc()
+		klog.ErrorS(err, "new module rejected; the current module stays in service",
+			"path", c.cfg.Module.Path, "rejectedSHA256", file.digest, "currentSHA256", c.loaded)
+		return
+	}
+	c.rejected = ""
+	reloads.WithLabelValues("loaded").Inc()
+}
+
+func (c *Cloud) swap(ctx context.Context, file moduleFile) error {
+	mod, err := host.New(ctx, file.wasm, c.cfg.hostConfig(moduleName(c.cfg.Module.Path)))
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(mod.Info().Capabilities, c.capabilities.Capabilities) {
+		mod.Close(ctx)
+		return fmt.Errorf("new module's capabilities %v differ from %v, which the controllers were started with; restart the CCM to change them",
+			mod.Info().Capabilities, c.capabilities.Capabilities)
+	}
+	old := c.module.Swap(mod)
+	c.loaded = file.digest
+	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", file.digest)
+	go func() {
+		closeCtx, cancel := context.WithTimeout(context.Background(), defaultReloadGrace)
+		defer cancel()
+		if err := old.Close(closeCtx); err != nil {
+			klog.ErrorS(err, "closing the replaced module")
+		}
+	}()
+	return nil
+}
