@@ -164,3 +164,26 @@ func TestPackResult(t *testing.T) {
 		t.Fatalf("got %x %x", ptr, size)
 	}
 }
+
+// TestMethodsCoverEveryExport keeps the method table and the capability
+// table in step.
+func TestMethodsCoverEveryExport(t *testing.T) {
+	exports := map[string]bool{ExportInit: true}
+	for _, c := range Capabilities {
+		for _, e := range c.Exports {
+			exports[e] = true
+		}
+	}
+	for _, m := range Methods {
+		if !exports[m.Export] {
+			t.Errorf("method %s names unknown export %s", m.Name, m.Export)
+		}
+		delete(exports, m.Export)
+		if got, ok := LookupMethod(m.Name); !ok || got.Export != m.Export {
+			t.Errorf("LookupMethod(%s) failed", m.Name)
+		}
+	}
+	for e := range exports {
+		t.Errorf("export %s has no method entry", e)
+	}
+}

@@ -109,7 +109,7 @@ func isInternal(ip net.IP) bool {
 // that a DNS answer cannot change between the check and the connection.
 type guardedDialer struct {
 	allowedIPs map[string]bool
-	resolver   *net.Resolver
+	lookup     func(ctx context.Context, host string) ([]net.IPAddr, error)
 	dialer     net.Dialer
 }
 
@@ -124,7 +124,7 @@ func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (
 		}
 		return g.dialer.DialContext(ctx, network, addr)
 	}
-	addrs, err := g.resolver.LookupIPAddr(ctx, host)
+	addrs, err := g.lookup(ctx, host)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 	}
 	rt := cfg.Transport
 	if rt == nil {
-		dialer := &guardedDialer{allowedIPs: allowed.literalIPs(), resolver: net.DefaultResolver,
+		dialer := &guardedDialer{allowedIPs: allowed.literalIPs(), lookup: net.DefaultResolver.LookupIPAddr,
 			dialer: net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}}
 		rt = &http.Transport{
 			// No Proxy: a proxy from the environment would carry requests

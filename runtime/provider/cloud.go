@@ -64,7 +64,7 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	mod, err := host.New(ctx, file.wasm, cfg.hostConfig(moduleName(cfg.Module.Path)))
+	mod, err := host.New(ctx, file.wasm, cfg.HostConfig(moduleName(cfg.Module.Path)))
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", cfg.Module.Path, err)
 	}

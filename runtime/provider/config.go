@@ -114,8 +114,9 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// hostConfig turns the cloud-config into the runtime's Config.
-func (c *Config) hostConfig(name string) host.Config {
+// HostConfig turns the cloud-config into the runtime's Config for a module
+// labelled name.
+func (c *Config) HostConfig(name string) host.Config {
 	clusterName := c.ClusterName
 	if clusterName == "" {
 		clusterName = "kubernetes"

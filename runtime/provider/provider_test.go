@@ -330,7 +330,7 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 				if got := string(cfg.ProviderConfig); got != `{"endpoint":"https://api.example.com","region":"eu-1"}` {
 					t.Fatalf("providerConfig = %s", got)
 				}
-				if hc := cfg.hostConfig("m"); hc.MemoryLimitPages != 1024 || hc.CallTimeout != 10*time.Second || hc.ClusterName != "prod" {
+				if hc := cfg.HostConfig("m"); hc.MemoryLimitPages != 1024 || hc.CallTimeout != 10*time.Second || hc.ClusterName != "prod" {
 					t.Fatalf("host config = %+v", hc)
 				}
 				return

@@ -109,7 +109,7 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 }
 
 func (c *Cloud) swap(ctx context.Context, file moduleFile) error {
-	mod, err := host.New(ctx, file.wasm, c.cfg.hostConfig(moduleName(c.cfg.Module.Path)))
+	mod, err := host.New(ctx, file.wasm, c.cfg.HostConfig(moduleName(c.cfg.Module.Path)))
 	if err != nil {
 		return err
 	}

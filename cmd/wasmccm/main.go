@@ -1,0 +1,186 @@
+// Command wasmccm is the module author's tool: it validates a provider
+// module against the ABI and calls its methods one at a time, with the same
+// runtime and sandbox the CCM uses.
+//
+//	wasmccm validate MODULE
+//	wasmccm call [-config CLOUD-CONFIG] [-input FILE] MODULE METHOD
+//	wasmccm methods
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/provider"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+const usage = `usage:
+  wasmccm validate MODULE                                  check a module against ABI v%d
+  wasmccm call [-config FILE] [-input FILE|-] MODULE METHOD  call one method; input and output are JSON
+  wasmccm methods                                          list the methods and their exports
+`
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, usage, abi.Version)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "validate":
+		return validate(args[1:], stdout, stderr)
+	case "call":
+		err = call(args[1:], stdin, stdout)
+	case "methods":
+		for _, m := range abi.Methods {
+			fmt.Fprintf(stdout, "%-30s %s\n", m.Name, m.Export)
+		}
+	default:
+		fmt.Fprintf(stderr, usage, abi.Version)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "wasmccm:", err)
+		return 1
+	}
+	return 0
+}
+
+func validate(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "wasmccm validate: want exactly one MODULE")
+		return 2
+	}
+	wasm, err := host.ReadModule(args[0], "")
+	if err != nil {
+		fmt.Fprintln(stderr, "wasmccm:", err)
+		return 1
+	}
+	info, problems := host.Validate(context.Background(), wasm)
+	fmt.Fprintf(stdout, "module:       %s (%d bytes)\n", args[0], len(wasm))
+	fmt.Fprintf(stdout, "ABI version:  %d (host implements %d)\n", info.ABIVersion, abi.Version)
+	caps := make([]string, len(info.Capabilities))
+	for i, c := range info.Capabilities {
+		caps[i] = string(c)
+	}
+	fmt.Fprintf(stdout, "capabilities: %s\n", orNone(strings.Join(caps, ", ")))
+	if len(problems) > 0 {
+		fmt.Fprintln(stdout, "problems:")
+		for _, p := range problems {
+			fmt.Fprintln(stdout, "  -", p)
+		}
+		return 1
+	}
+	fmt.Fprintln(stdout, "valid")
+	return 0
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+func call(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig")
+	inputPath := fs.String("input", "-", "JSON input file, - for standard input")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 2 {
+		return errors.New("call: want MODULE and METHOD")
+	}
+	modulePath, methodName := fs.Arg(0), fs.Arg(1)
+	method, ok := abi.LookupMethod(methodName)
+	if !ok {
+		return fmt.Errorf("unknown method %q; see 'wasmccm methods'", methodName)
+	}
+	cfg, err := loadConfig(*configPath, modulePath)
+	if err != nil {
+		return err
+	}
+	input := method.Input()
+	if err := readJSON(*inputPath, stdin, input); err != nil {
+		return err
+	}
+	wasm, err := host.ReadModule(modulePath, cfg.Module.SHA256)
+	if err != nil {
+		return err
+	}
+	ctx := context.Background()
+	mod, err := host.New(ctx, wasm, cfg.HostConfig(filepath.Base(modulePath)))
+	if err != nil {
+		return err
+	}
+	defer mod.Close(ctx)
+	var output abi.Message
+	if method.Output != nil {
+		output = method.Output()
+	}
+	if err := mod.Call(ctx, method.Export, input, output); err != nil {
+		return err
+	}
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if output == nil {
+		return enc.Encode(map[string]string{"status": abi.StatusOK.String()})
+	}
+	return enc.Encode(output)
+}
+
+// loadConfig reads a cloud-config when given; the module path on the
+// command line wins over the one in the file.
+func loadConfig(path, modulePath string) (*provider.Config, error) {
+	if path == "" {
+		return &provider.Config{Module: provider.ModuleConfig{Path: modulePath}}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := provider.ParseConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	cfg.Module.Path = modulePath
+	return cfg, nil
+}
+
+func readJSON(path string, stdin io.Reader, into abi.Message) error {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		return fmt.Errorf("input: %w", err)
+	}
+	return nil
+}

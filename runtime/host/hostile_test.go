@@ -1,0 +1,167 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+)
+
+var (
+	method  = [2][]byte{{wt.I32, wt.I32}, {wt.I64}}
+	okEmpty = wt.I64Const(int64(abi.PackResult(2048, 1))) // a zero byte: StatusOK, no payload
+)
+
+// abiModule assembles a module that conforms to the ABI with an
+// InstancesV2 capability whose exists body is given; edit lets a case break
+// one part of it.
+func abiModule(existsBody []byte, edit func(*wt.Module)) []byte {
+	m := wt.Module{
+		MemoryPages: 1,
+		Funcs: []wt.Func{
+			{Export: abi.ExportABIVersion, Results: []byte{wt.I32}, Body: wt.I32Const(abi.Version)},
+			{Export: abi.ExportAlloc, Params: []byte{wt.I32}, Results: []byte{wt.I32}, Body: wt.I32Const(1024)},
+			{Export: abi.ExportInit, Params: method[0], Results: method[1], Body: okEmpty},
+			{Export: abi.ExportInstanceExists, Params: method[0], Results: method[1], Body: existsBody},
+			{Export: abi.ExportInstanceShutdown, Params: method[0], Results: method[1], Body: okEmpty},
+			{Export: abi.ExportInstanceMetadata, Params: method[0], Results: method[1], Body: okEmpty},
+		},
+	}
+	if edit != nil {
+		edit(&m)
+	}
+	return m.Bytes()
+}
+
+func funcIndex(m *wt.Module, export string) int {
+	for i, f := range m.Funcs {
+		if f.Export == export {
+			return i
+		}
+	}
+	panic(export)
+}
+
+func withImport(im wt.Import) func(*wt.Module) {
+	return func(m *wt.Module) { m.Imports = append(m.Imports, im) }
+}
+
+// TestRejectedModules: modules that break the ABI are refused at load
+// with an error naming the problem.
+func TestRejectedModules(t *testing.T) {
+	cases := []struct {
+		name    string
+		wasm    []byte
+		wantErr string
+	}{
+		{"not wasm", []byte("\x00asm garbage"), "invalid wasm module"},
+		{"wrong ABI version", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs[funcIndex(m, abi.ExportABIVersion)].Body = wt.I32Const(2)
+		}), "module implements ABI version 2; this host implements version 1"},
+		{"missing allocator", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs[funcIndex(m, abi.ExportAlloc)].Export = ""
+		}), "missing export wasmccm_alloc"},
+		{"no memory", abiModule(okEmpty, func(m *wt.Module) { m.MemoryPages = 0 }), `missing exported memory "memory"`},
+		{"wrong export signature", abiModule(okEmpty, func(m *wt.Module) {
+			f := &m.Funcs[funcIndex(m, abi.ExportInstanceExists)]
+			f.Params, f.Results, f.Body = []byte{wt.I32}, []byte{wt.I32}, wt.I32Const(1)
+		}), "export wasmccm_instance_exists has signature (i32) -> (i32), want (i32, i32) -> (i64)"},
+		{"incomplete capability", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs[funcIndex(m, abi.ExportInstanceMetadata)].Export = ""
+		}), "capability InstancesV2 is incomplete"},
+		{"unknown host function", abiModule(okEmpty, withImport(wt.Import{Module: "wasmccm", Name: "exec", Params: []byte{wt.I32}})),
+			"imports unknown host function wasmccm.exec"},
+		{"host function with wrong signature", abiModule(okEmpty, withImport(wt.Import{Module: "wasmccm", Name: "http_do", Params: []byte{wt.I32}})),
+			"imports wasmccm.http_do as (i32) -> (), the host provides (i32, i32) -> (i32)"},
+		{"foreign import module", abiModule(okEmpty, withImport(wt.Import{Module: "env", Name: "socket", Results: []byte{wt.I32}})),
+			`imports env.socket from module "env"`},
+		{"init traps", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs[funcIndex(m, abi.ExportInit)].Body = wt.Seq(wt.Unreachable, okEmpty)
+		}), "unreachable"},
+		{"init rejects config", abiModule(okEmpty, func(m *wt.Module) {
+			result := abi.EncodeResult(nil, abi.Outcome{Status: abi.StatusError, Message: "bad endpoint"}, nil)
+			m.Funcs[funcIndex(m, abi.ExportInit)].Body = wt.Seq(wt.StoreBytes(3000, result),
+				wt.I64Const(int64(abi.PackResult(3000, uint32(len(result))))))
+		}), "module rejected its configuration: bad endpoint"},
+		{"start function never returns", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs = append(m.Funcs, wt.Func{Export: "_initialize", Body: wt.LoopForever})
+		}), "start functions ran past 500ms"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			mod, err := New(context.Background(), tc.wasm, Config{Name: "hostile", CallTimeout: 500 * time.Millisecond})
+			if err == nil {
+				mod.Close(context.Background())
+				t.Fatalf("module accepted, want error %q", tc.wantErr)
+			}
+			if !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, tc.wantErr)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Fatalf("refusal took %s", time.Since(start))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			// Validate does not run init, so it cannot see init's failures.
+			if _, problems := Validate(ctx, tc.wasm); len(problems) == 0 && !strings.HasPrefix(tc.name, "init") {
+				t.Fatalf("Validate found no problem in a module New refuses")
+			}
+		})
+	}
+}
+
+// TestHostileCalls: a module that misbehaves inside a call fails that call
+// with an ABI violation, and the host keeps serving with new instances and
+// without leaking slots or goroutines.
+func TestHostileCalls(t *testing.T) {
+	httpImport := withImport(wt.Import{Module: "wasmccm", Name: "http_do", Params: []byte{wt.I32, wt.I32}, Results: []byte{wt.I32}})
+	cases := []struct {
+		name    string
+		body    []byte
+		edit    func(*wt.Module)
+		wantErr string
+	}{
+		{"result outside memory", wt.I64Const(int64(abi.PackResult(0xffff0000, 16))), nil, "outside guest memory"},
+		{"oversized result", wt.I64Const(int64(abi.PackResult(0, 0xffffff00))), nil, "exceeds the 8388608-byte limit"},
+		{"truncated result", okEmpty, nil, "decoding result"},
+		{"host call with pointer outside memory", wt.Seq(wt.I32Const(-16), wt.I32Const(100), wt.Call(0), wt.Drop, okEmpty), httpImport,
+			"http_do: 100 bytes at 0xfffffff0 are outside guest memory"},
+		{"host call with malformed request", wt.Seq(wt.I32Const(0), wt.I32Const(100), wt.Call(0), wt.Drop, okEmpty), httpImport,
+			"http_do: abi: malformed message"},
+	}
+	baseline := runtime.NumGoroutine()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mod, err := New(context.Background(), abiModule(tc.body, tc.edit), Config{Name: "hostile", PoolSize: 1, CallTimeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mod.Close(context.Background())
+			// With one slot, a call that leaked its slot would block the next.
+			for i := 0; i < 5; i++ {
+				err := mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, new(abi.Bool))
+				var failure *FailureError
+				if !errors.As(err, &failure) || failure.Reason != ReasonABIViolation || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("call %d: err = %v, want an ABI violation containing %q", i, err, tc.wantErr)
+				}
+			}
+			// The rest of the module still answers.
+			if err := mod.Call(context.Background(), abi.ExportInstanceShutdown, &abi.Node{}, nil); err != nil {
+				t.Fatalf("healthy export after violations: %v", err)
+			}
+		})
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > baseline+2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline+2 {
+		t.Fatalf("goroutines: %d before, %d after", baseline, n)
+	}
+}
