@@ -71,6 +71,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 		return nil, err
 	}
 	m.pool.idle = append(m.pool.idle, first)
+	m.info.ABIVersion = abi.Version // newInstance refused any other
 	return m, nil
 }
 

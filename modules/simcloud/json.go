@@ -1,0 +1,89 @@
+package simcloud
+
+import (
+	"slices"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Request bodies are written by hand: they are few and small, and this
+// keeps encoding out of reflection, which is slow under TinyGo. Responses
+// are decoded with encoding/json into the small structs of this package.
+
+// jsonWriter appends JSON to a buffer. The caller writes the punctuation.
+type jsonWriter struct{ b []byte }
+
+func (w *jsonWriter) raw(s string) { w.b = append(w.b, s...) }
+
+func (w *jsonWriter) int(n int64) { w.b = strconv.AppendInt(w.b, n, 10) }
+
+// key writes `"name":`, preceded by a comma unless first.
+func (w *jsonWriter) key(name string, first bool) {
+	if !first {
+		w.b = append(w.b, ',')
+	}
+	w.str(name)
+	w.b = append(w.b, ':')
+}
+
+// str writes s as a JSON string. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func (w *jsonWriter) str(s string) {
+	const hex = "0123456789abcdef"
+	w.b = append(w.b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				w.b = append(w.b, '\\', c)
+			case c == '\n':
+				w.b = append(w.b, '\\', 'n')
+			case c == '\r':
+				w.b = append(w.b, '\\', 'r')
+			case c == '\t':
+				w.b = append(w.b, '\\', 't')
+			case c < 0x20:
+				w.b = append(w.b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			default:
+				w.b = append(w.b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			w.b = append(w.b, "\ufffd"...)
+		} else {
+			w.b = append(w.b, s[i:i+size]...)
+		}
+		i += size
+	}
+	w.b = append(w.b, '"')
+}
+
+func (w *jsonWriter) strings(list []string) {
+	w.b = append(w.b, '[')
+	for i, s := range list {
+		if i > 0 {
+			w.b = append(w.b, ',')
+		}
+		w.str(s)
+	}
+	w.b = append(w.b, ']')
+}
+
+// stringMap writes m with sorted keys, so equal maps encode equally.
+func (w *jsonWriter) stringMap(m map[string]string) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	w.b = append(w.b, '{')
+	for i, k := range keys {
+		w.key(k, i == 0)
+		w.str(m[k])
+	}
+	w.b = append(w.b, '}')
+}

@@ -1,0 +1,485 @@
+package simcloud
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// Tag keys written on every load balancer, for people reading the cloud.
+const (
+	TagCluster = "kubernetes-cluster"
+	TagService = "service"
+)
+
+// HealthCheckPath is the path kube-proxy serves on a Service's
+// healthCheckNodePort.
+const HealthCheckPath = "/healthz"
+
+// sourceRangesAnnotation is the older way of setting
+// spec.loadBalancerSourceRanges; the spec field wins when both are set.
+const sourceRangesAnnotation = "service.beta.kubernetes.io/load-balancer-source-ranges"
+
+// maxLBNameLen is the length cloudprovider.DefaultLoadBalancerName
+// truncates to; simcloud allows longer names, but keeping the upstream
+// convention makes names recognisable.
+const maxLBNameLen = 32
+
+// loadBalancer is a simcloud load balancer: what the provider sends and
+// what it reads back.
+type loadBalancer struct {
+	Name         string            `json:"name"`
+	IP           string            `json:"ip"`
+	Ports        []lbPort          `json:"ports"`
+	Targets      []string          `json:"targets"`
+	HealthCheck  *healthCheck      `json:"healthCheck"`
+	SourceRanges []string          `json:"sourceRanges"`
+	Tags         map[string]string `json:"tags"`
+}
+
+type lbPort struct {
+	Name     string `json:"name"`
+	Protocol string `json:"protocol"`
+	Port     int32  `json:"port"`
+	NodePort int32  `json:"nodePort"`
+}
+
+type healthCheck struct {
+	NodePort int32  `json:"nodePort"`
+	Path     string `json:"path"`
+}
+
+// body encodes lb for POST (withIP: the requested IP, if any) or PUT.
+func (lb *loadBalancer) body(withIP bool) []byte {
+	w := jsonWriter{b: make([]byte, 0, 256)}
+	w.raw("{")
+	w.key("name", true)
+	w.str(lb.Name)
+	if withIP && lb.IP != "" {
+		w.key("ip", false)
+		w.str(lb.IP)
+	}
+	w.key("ports", false)
+	w.raw("[")
+	for i, pt := range lb.Ports {
+		if i > 0 {
+			w.raw(",")
+		}
+		w.raw("{")
+		first := true
+		if pt.Name != "" {
+			w.key("name", true)
+			w.str(pt.Name)
+			first = false
+		}
+		w.key("protocol", first)
+		w.str(pt.Protocol)
+		w.key("port", false)
+		w.int(int64(pt.Port))
+		w.key("nodePort", false)
+		w.int(int64(pt.NodePort))
+		w.raw("}")
+	}
+	w.raw("]")
+	w.key("targets", false)
+	w.strings(lb.Targets)
+	if hc := lb.HealthCheck; hc != nil {
+		w.key("healthCheck", false)
+		w.raw("{")
+		w.key("nodePort", true)
+		w.int(int64(hc.NodePort))
+		if hc.Path != "" {
+			w.key("path", false)
+			w.str(hc.Path)
+		}
+		w.raw("}")
+	}
+	if len(lb.SourceRanges) > 0 {
+		w.key("sourceRanges", false)
+		w.strings(lb.SourceRanges)
+	}
+	if len(lb.Tags) > 0 {
+		w.key("tags", false)
+		w.stringMap(lb.Tags)
+	}
+	w.raw("}")
+	return w.b
+}
+
+// sameSpec reports whether the cloud's load balancer already has what want
+// asks for, so that no update is needed. Targets are compared as sets.
+func sameSpec(have, want *loadBalancer) bool {
+	if !slices.Equal(have.Ports, want.Ports) || !slices.Equal(have.SourceRanges, want.SourceRanges) {
+		return false
+	}
+	if len(have.Targets) != len(want.Targets) {
+		return false
+	}
+	ht := slices.Clone(have.Targets)
+	slices.Sort(ht)
+	if !slices.Equal(ht, want.Targets) { // want's are sorted
+		return false
+	}
+	if (have.HealthCheck == nil) != (want.HealthCheck == nil) ||
+		have.HealthCheck != nil && *have.HealthCheck != *want.HealthCheck {
+		return false
+	}
+	if len(have.Tags) != len(want.Tags) {
+		return false
+	}
+	for k, v := range want.Tags {
+		if hv, ok := have.Tags[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (lb *loadBalancer) status(what string) (*abi.LoadBalancerStatus, error) {
+	if lb.IP == "" {
+		return nil, errors.New("simcloud: " + what + ": the cloud reported load balancer " + quote(lb.Name) + " without an IP")
+	}
+	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{IP: lb.IP, IPMode: "VIP"}}}, nil
+}
+
+// GetLoadBalancerName derives the name from the Service UID only, like
+// cloudprovider.DefaultLoadBalancerName: "a" followed by the UID without
+// dashes, truncated to 32 characters. It survives restarts and renames, so
+// a load balancer is never created twice for one Service.
+func (p *Provider) GetLoadBalancerName(_ context.Context, _ string, svc *abi.Service) string {
+	name := "a" + strings.ReplaceAll(svc.UID, "-", "")
+	if len(name) > maxLBNameLen {
+		name = name[:maxLBNameLen]
+	}
+	return name
+}
+
+func (p *Provider) lbName(svc *abi.Service) (string, error) {
+	if svc.UID == "" {
+		return "", errors.New("simcloud: Service " + svc.Namespace + "/" + svc.Name + " has no UID to name its load balancer after")
+	}
+	return p.GetLoadBalancerName(context.Background(), p.cluster, svc), nil
+}
+
+func serviceName(svc *abi.Service) string { return svc.Namespace + "/" + svc.Name }
+
+// getLB fetches a load balancer; (nil, nil) means the cloud said it does
+// not exist.
+func (p *Provider) getLB(ctx context.Context, what, name string) (*loadBalancer, error) {
+	path := "/v1/loadbalancers/" + escape(name)
+	resp, err := p.request(ctx, what, "GET", path, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == 200:
+		var lb loadBalancer
+		if err := decode(what, "GET", path, resp, &lb); err != nil {
+			return nil, err
+		}
+		return &lb, nil
+	case gone(resp):
+		return nil, nil
+	}
+	return nil, failure(what, "GET", path, resp)
+}
+
+// GetLoadBalancer reports the Service's load balancer, if it exists.
+func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Service) (*abi.LoadBalancerStatus, bool, error) {
+	name, err := p.lbName(svc)
+	if err != nil {
+		return nil, false, err
+	}
+	what := "getting load balancer " + name + " of Service " + serviceName(svc)
+	lb, err := p.getLB(ctx, what, name)
+	if err != nil || lb == nil {
+		return nil, false, err
+	}
+	status, err := lb.status(what)
+	if err != nil {
+		return nil, false, err
+	}
+	return status, true, nil
+}
+
+// spec builds the load balancer the Service asks for, without targets.
+func (p *Provider) spec(svc *abi.Service, name string) (*loadBalancer, error) {
+	lb := &loadBalancer{Name: name, IP: svc.LoadBalancerIP}
+	prefix := "simcloud: Service " + serviceName(svc) + ": "
+	if len(svc.Ports) == 0 {
+		return nil, errors.New(prefix + "has no ports")
+	}
+	for _, sp := range svc.Ports {
+		proto := sp.Protocol
+		if proto == "" {
+			proto = "TCP"
+		}
+		port := strconv.Itoa(int(sp.Port)) + "/" + proto
+		if proto != "TCP" && proto != "UDP" {
+			return nil, errors.New(prefix + "port " + port + ": simcloud load balancers support only TCP and UDP")
+		}
+		if sp.NodePort == 0 {
+			return nil, errors.New(prefix + "port " + port + " has no node port; simcloud load balancers forward to node ports, so spec.allocateLoadBalancerNodePorts must not be false")
+		}
+		lb.Ports = append(lb.Ports, lbPort{Name: sp.Name, Protocol: proto, Port: sp.Port, NodePort: sp.NodePort})
+	}
+	if svc.HealthCheckNodePort != 0 {
+		lb.HealthCheck = &healthCheck{NodePort: svc.HealthCheckNodePort, Path: HealthCheckPath}
+	}
+	lb.SourceRanges = sourceRanges(svc)
+	lb.Tags = map[string]string{TagService: serviceName(svc)}
+	if p.cluster != "" {
+		lb.Tags[TagCluster] = p.cluster
+	}
+	return lb, nil
+}
+
+// sourceRanges returns spec.loadBalancerSourceRanges or, when that is
+// empty, the ranges of the legacy annotation.
+func sourceRanges(svc *abi.Service) []string {
+	var out []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	for _, r := range svc.LoadBalancerSourceRanges {
+		add(r)
+	}
+	if len(out) == 0 {
+		for _, r := range strings.Split(svc.Annotations[sourceRangesAnnotation], ",") {
+			add(r)
+		}
+	}
+	return out
+}
+
+// targets maps nodes to instance IDs, sorted and without duplicates. Nodes
+// with a simcloud provider ID are mapped without a request. Nodes without
+// one are looked up by name, and with verify every ID is checked to exist,
+// both through a single list of the instances. Nodes whose instance cannot
+// be found are left out, with a warning: the load balancer can only
+// forward to instances that exist.
+func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.Node, verify bool) ([]string, error) {
+	ids := make([]string, 0, len(nodes))
+	var byName []*abi.Node
+	for i := range nodes {
+		n := &nodes[i]
+		if n.ProviderID == "" {
+			byName = append(byName, n)
+			continue
+		}
+		id, err := ParseProviderID(n.ProviderID)
+		if err != nil {
+			p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out node "+quote(n.Name)+": "+err.Error())
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(byName) > 0 || (verify && len(ids) > 0) {
+		all, err := p.listInstances(ctx, "listing instances for the load balancer of Service "+serviceName(svc))
+		if err != nil {
+			return nil, err
+		}
+		names := make(map[string]string, len(all))
+		exists := make(map[string]bool, len(all))
+		for _, in := range all {
+			names[in.Name] = in.ID
+			exists[in.ID] = true
+		}
+		if verify {
+			kept := ids[:0]
+			for _, id := range ids {
+				if exists[id] {
+					kept = append(kept, id)
+				} else {
+					p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out instance "+id+", which no longer exists")
+				}
+			}
+			ids = kept
+		}
+		for _, n := range byName {
+			if id, ok := names[n.Name]; ok {
+				ids = append(ids, id)
+			} else {
+				p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out node "+quote(n.Name)+", which has no provider ID and no instance of that name")
+			}
+		}
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
+}
+
+// listInstances lists every instance.
+func (p *Provider) listInstances(ctx context.Context, what string) ([]instance, error) {
+	const path = "/v1/instances"
+	resp, err := p.request(ctx, what, "GET", path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, failure(what, "GET", path, resp)
+	}
+	var list []instance
+	if err := decode(what, "GET", path, resp, &list); err != nil {
+		return nil, err
+	}
+	return list, nil
+}
+
+// write sends lb with POST (create) or PUT (update) and returns the
+// response. When the cloud rejects the request as invalid (400) and the
+// targets were not verified yet, they may name an instance that was
+// terminated while its Node still exists: the targets are then checked and,
+// if that drops any, the request is sent once more.
+func (p *Provider) write(ctx context.Context, what, method string, lb *loadBalancer, svc *abi.Service, nodes []abi.Node) (*abi.HTTPResponse, string, error) {
+	path := "/v1/loadbalancers"
+	if method == "PUT" {
+		path += "/" + escape(lb.Name)
+	}
+	for verified := false; ; verified = true {
+		resp, err := p.request(ctx, what, method, path, lb.body(method == "POST"))
+		if err != nil || resp.StatusCode != 400 || verified || len(lb.Targets) == 0 {
+			return resp, path, err
+		}
+		checked, err := p.targets(ctx, svc, nodes, true)
+		if err != nil || len(checked) == len(lb.Targets) {
+			return resp, path, nil // report the cloud's 400
+		}
+		lb.Targets = checked
+	}
+}
+
+// EnsureLoadBalancer creates or updates the Service's load balancer. It is
+// idempotent: the load balancer is found by its name, created only when
+// the cloud says it does not exist, and a create that conflicts with an
+// existing one (a concurrent or earlier create whose response was lost) is
+// turned into an update, so no Service ever gets two.
+func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
+	name, err := p.lbName(svc)
+	if err != nil {
+		return nil, err
+	}
+	want, err := p.spec(svc, name)
+	if err != nil {
+		return nil, err
+	}
+	if want.Targets, err = p.targets(ctx, svc, nodes, false); err != nil {
+		return nil, err
+	}
+	what := "ensuring load balancer " + name + " of Service " + serviceName(svc)
+	have, err := p.getLB(ctx, what, name)
+	if err != nil {
+		return nil, err
+	}
+	if have == nil {
+		resp, path, err := p.write(ctx, what, "POST", want, svc, nodes)
+		if err != nil {
+			return nil, err
+		}
+		switch resp.StatusCode {
+		case 201, 200:
+			var lb loadBalancer
+			if err := decode(what, "POST", path, resp, &lb); err != nil {
+				return nil, err
+			}
+			p.logf(abi.LogInfo, "created load balancer "+name+" with IP "+lb.IP+" for Service "+serviceName(svc))
+			return lb.status(what)
+		case 409:
+			// Either the load balancer exists after all, or the requested
+			// IP is taken; only a fresh read tells which.
+			conflict := failure(what, "POST", path, resp)
+			if have, err = p.getLB(ctx, what, name); err != nil {
+				return nil, err
+			}
+			if have == nil {
+				return nil, conflict
+			}
+			p.logf(abi.LogInfo, "load balancer "+name+" of Service "+serviceName(svc)+" already existed; updating it")
+		default:
+			return nil, failure(what, "POST", path, resp)
+		}
+	}
+	if want.IP != "" && have.IP != want.IP {
+		return nil, errors.New("simcloud: " + what + ": the Service asks for IP " + want.IP + " but the load balancer has " + have.IP +
+			"; the IP of a load balancer cannot change, so recreate the Service to move it")
+	}
+	if sameSpec(have, want) {
+		p.logf(abi.LogDebug, "load balancer "+name+" of Service "+serviceName(svc)+" is up to date")
+		return have.status(what)
+	}
+	lb, err := p.update(ctx, what, want, svc, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return lb.status(what)
+}
+
+// update replaces the load balancer's spec with want.
+func (p *Provider) update(ctx context.Context, what string, want *loadBalancer, svc *abi.Service, nodes []abi.Node) (*loadBalancer, error) {
+	resp, path, err := p.write(ctx, what, "PUT", want, svc, nodes)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		if gone(resp) {
+			return nil, errors.New("simcloud: " + what + ": PUT " + path + ": the load balancer does not exist (it is created by EnsureLoadBalancer)")
+		}
+		return nil, failure(what, "PUT", path, resp)
+	}
+	var lb loadBalancer
+	if err := decode(what, "PUT", path, resp, &lb); err != nil {
+		return nil, err
+	}
+	if p.host.LogEnabled(abi.LogInfo) {
+		p.logf(abi.LogInfo, "updated load balancer "+lb.Name+" of Service "+serviceName(svc)+": "+
+			strconv.Itoa(len(lb.Ports))+" ports, "+strconv.Itoa(len(lb.Targets))+" targets")
+	}
+	return &lb, nil
+}
+
+// UpdateLoadBalancer sets the load balancer's targets to the nodes (and the
+// rest of its spec to the Service's).
+func (p *Provider) UpdateLoadBalancer(ctx context.Context, _ string, svc *abi.Service, nodes []abi.Node) error {
+	name, err := p.lbName(svc)
+	if err != nil {
+		return err
+	}
+	want, err := p.spec(svc, name)
+	if err != nil {
+		return err
+	}
+	if want.Targets, err = p.targets(ctx, svc, nodes, false); err != nil {
+		return err
+	}
+	_, err = p.update(ctx, "updating load balancer "+name+" of Service "+serviceName(svc), want, svc, nodes)
+	return err
+}
+
+// EnsureLoadBalancerDeleted deletes the Service's load balancer; one that
+// is already gone is success.
+func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *abi.Service) error {
+	name, err := p.lbName(svc)
+	if err != nil {
+		return err
+	}
+	what := "deleting load balancer " + name + " of Service " + serviceName(svc)
+	path := "/v1/loadbalancers/" + escape(name)
+	resp, err := p.request(ctx, what, "DELETE", path, nil)
+	if err != nil {
+		return err
+	}
+	switch {
+	case resp.StatusCode == 204 || resp.StatusCode == 200:
+		p.logf(abi.LogInfo, "deleted load balancer "+name+" of Service "+serviceName(svc))
+		return nil
+	case gone(resp):
+		p.logf(abi.LogDebug, "load balancer "+name+" of Service "+serviceName(svc)+" was already gone")
+		return nil
+	}
+	return failure(what, "DELETE", path, resp)
+}
