@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Builds the kube-apiserver and etcd binaries that the end-to-end tests run
+# (test/e2e/cluster) and caches them by Kubernetes version in
+#
+#   ${WASMCCM_CACHE:-$HOME/.cache/wasmccm}/k8s/<version>/bin/{kube-apiserver,etcd}
+#
+# Usage:
+#   BIN=$(hack/install-e2e-deps.sh | tail -1)
+#   WASMCCM_E2E_BIN=$BIN go test ./test/e2e/...
+#
+# The last line of stdout is the bin directory; progress goes to stderr. When
+# both binaries are cached the script only prints that line.
+#
+# Environment:
+#   KUBE_VERSION   Kubernetes version to build (default v1.36.3, the release
+#                  matching the k8s.io/* v0.36.3 libraries in go.mod).
+#   WASMCCM_CACHE  cache root (default $HOME/.cache/wasmccm).
+#
+# Why from source: only the Go module proxy is reachable from the machines
+# this project builds on, so release tarballs cannot be downloaded. The
+# binaries are built from k8s.io/kubernetes and go.etcd.io/etcd/server/v3
+# modules instead; a cold build takes about 6 minutes on 2 cores.
+set -euo pipefail
+
+# shellcheck source=hack/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
+[[ "$KUBE_VERSION" =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
+  wasmccm::die "KUBE_VERSION must look like v1.36.3, got '$KUBE_VERSION'"
+
+cache_dir="$(wasmccm::cache_root)/k8s"
+final="$cache_dir/$KUBE_VERSION"
+bin="$final/bin"
+
+if [[ -x "$bin/kube-apiserver" && -x "$bin/etcd" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+command -v go >/dev/null || wasmccm::die "go is required on PATH"
+
+# k8s.io/kubernetes requires its staging modules (k8s.io/api, client-go, ...)
+# at v0.0.0 and resolves them with replace directives to ./staging, which a
+# dependent module does not inherit. Each staging module is published on its
+# own as v0.<minor>.<patch>, so the helper module replaces them with that.
+staging_version="v0.${KUBE_VERSION#v1.}"
+
+# staging_replaces GOMOD prints a `go mod edit` flag per staging module that
+# GOMOD (kubernetes' own go.mod) points at ./staging.
+staging_replaces() {
+  sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$|\1|p' "$1" |
+    while read -r mod; do
+      echo "-replace=$mod=$mod@$staging_version"
+    done
+}
+
+# etcd_version GOMOD prints the etcd server version kubernetes is tested
+# against, so the apiserver and etcd in the cache are a supported pair.
+etcd_version() {
+  sed -n 's|^[[:space:]]*go\.etcd\.io/etcd/server/v3 \(v[^[:space:]]*\).*$|\1|p' "$1" | head -1
+}
+
+# build_into DIR builds both binaries into DIR/bin from a throwaway helper
+# module in DIR/mod, which the caller removes.
+build_into() {
+  local out=$1 work=$1/mod kube_gomod etcd
+  mkdir -p "$work"
+
+  wasmccm::log "resolving k8s.io/kubernetes@$KUBE_VERSION"
+  kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$KUBE_VERSION")/go.mod"
+  etcd=$(etcd_version "$kube_gomod")
+  [[ -n "$etcd" ]] || wasmccm::die "no go.etcd.io/etcd/server/v3 in $kube_gomod"
+
+  local -a replaces
+  mapfile -t replaces < <(staging_replaces "$kube_gomod")
+  ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
+
+  (
+    cd "$work"
+    export GOWORK=off GOFLAGS=-mod=mod
+    go mod init wasmccm.local/e2e-deps 2>/dev/null
+    go mod edit "${replaces[@]}"
+    wasmccm::log "fetching modules for kube-apiserver $KUBE_VERSION and etcd $etcd"
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
+      "go.etcd.io/etcd/server/v3@$etcd" >&2
+
+    local minor=${KUBE_VERSION#v1.}
+    minor=${minor%%.*}
+    local ldflags="-s -w"
+    ldflags+=" -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
+    ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
+    ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
+    ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
+
+    wasmccm::log "building kube-apiserver $KUBE_VERSION (several minutes on a cold cache)"
+    go build -trimpath -ldflags="$ldflags" -o "$out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    # The module root of go.etcd.io/etcd/server/v3 is etcd's main package.
+    wasmccm::log "building etcd $etcd"
+    go build -trimpath -ldflags="-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3
+  )
+}
+
+mkdir -p "$cache_dir"
+# Staging lives next to the final directory so that publishing is a rename.
+staging=$(mktemp -d "$cache_dir/.build-$KUBE_VERSION.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
+
+start=$SECONDS
+build_into "$staging"
+"$staging/bin/kube-apiserver" --version >&2
+"$staging/bin/etcd" --version >&2
+rm -rf "$staging/mod"
+chmod 755 "$staging"
+
+rm -rf "$final" # an incomplete entry, e.g. one binary deleted by hand
+wasmccm::publish "$staging" "$final"
+wasmccm::log "built in $((SECONDS - start))s into $bin"
+echo "$bin"

@@ -1,0 +1,69 @@
+# shellcheck shell=bash
+# Shared helpers for the hack/install-*.sh scripts. Source it; do not run it.
+#
+# Every message goes to stderr so that an installer's stdout carries only the
+# path it installed, which callers capture with `| tail -1`.
+
+# wasmccm::cache_root prints the directory under which build products are
+# cached. It is outside the work tree so that a fresh clone, `git clean` or a
+# second checkout reuses binaries that take minutes to build.
+wasmccm::cache_root() {
+  echo "${WASMCCM_CACHE:-$HOME/.cache/wasmccm}"
+}
+
+wasmccm::log() {
+  echo "[$(date +%H:%M:%S)] $*" >&2
+}
+
+wasmccm::die() {
+  echo "error: $*" >&2
+  exit 1
+}
+
+# wasmccm::module_dir MODULE@VERSION downloads a module through the Go module
+# proxy and prints its read-only directory in the module cache.
+wasmccm::module_dir() {
+  local json dir
+  json=$(GOFLAGS=-mod=mod go mod download -json "$1") ||
+    wasmccm::die "go mod download $1 failed"
+  dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
+  [[ -n "$dir" && -d "$dir" ]] || wasmccm::die "no module directory for $1 in: $json"
+  echo "$dir"
+}
+
+# wasmccm::apt_install PACKAGE... installs only the Debian packages that are
+# missing, so a warm machine neither needs the network nor root.
+wasmccm::apt_install() {
+  local missing=() pkg
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  wasmccm::log "installing Debian packages: ${missing[*]}"
+  local sudo=()
+  ((EUID == 0)) || sudo=(sudo)
+  "${sudo[@]}" apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# wasmccm::publish STAGING FINAL moves a fully built STAGING directory to
+# FINAL in one rename, so an interrupted build never leaves a half-filled
+# cache entry behind. STAGING must be on the same file system as FINAL.
+# If another run published FINAL first, STAGING is discarded.
+wasmccm::publish() {
+  local staging=$1 final=$2
+  if ! mv -T "$staging" "$final" 2>/dev/null; then
+    [[ -d "$final" ]] || wasmccm::die "cannot move $staging to $final"
+    wasmccm::log "$final was published concurrently; keeping it"
+    rm -rf "$staging"
+  fi
+}
+
+# wasmccm::remove_on_exit DIR removes DIR when the script ends, also when it
+# is interrupted (Ctrl-C, kill), so an aborted build leaves no staging
+# directory behind. It replaces any EXIT trap.
+wasmccm::remove_on_exit() {
+  # shellcheck disable=SC2064 # expand DIR now
+  trap "rm -rf '$1'" EXIT
+  trap 'exit 130' INT TERM HUP
+}

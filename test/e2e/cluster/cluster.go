@@ -1,0 +1,159 @@
+// Package cluster runs a throwaway Kubernetes control plane, etcd plus
+// kube-apiserver, for end-to-end tests of the cloud controller manager.
+//
+// Only the API server is started: no scheduler, controller manager or
+// kubelet. Node objects are created by the tests themselves, which is exactly
+// what a cloud controller manager reacts to. Everything listens on 127.0.0.1
+// with free ports and keeps its state in a temporary directory, so clusters
+// in parallel tests do not interfere.
+//
+// The binaries are built once by hack/install-e2e-deps.sh.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// KubeVersion is the Kubernetes release whose binaries are used by default.
+// It matches the k8s.io/* library versions in go.mod.
+const KubeVersion = "v1.36.3"
+
+// Options configures Start.
+type Options struct {
+	// BinDir holds the kube-apiserver and etcd binaries. Empty means
+	// DefaultBinDir().
+	BinDir string
+}
+
+// Cluster is a running etcd and kube-apiserver.
+type Cluster struct {
+	// Config authenticates as an admin in group system:masters. It is
+	// shared: use rest.CopyConfig before changing it.
+	Config *rest.Config
+
+	dir       string
+	etcd      *process
+	apiserver *process
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// DefaultBinDir returns $WASMCCM_E2E_BIN if set, else the directory where
+// hack/install-e2e-deps.sh caches the binaries for KubeVersion.
+func DefaultBinDir() string {
+	if dir := os.Getenv("WASMCCM_E2E_BIN"); dir != "" {
+		return dir
+	}
+	cache := os.Getenv("WASMCCM_CACHE")
+	if cache == "" {
+		home, _ := os.UserHomeDir()
+		cache = filepath.Join(home, ".cache", "wasmccm")
+	}
+	return filepath.Join(cache, "k8s", KubeVersion, "bin")
+}
+
+// CheckBinaries reports, with the command that fixes it, whether binDir
+// lacks one of the binaries Start needs.
+func CheckBinaries(binDir string) error {
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		path := filepath.Join(binDir, name)
+		if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is missing or not executable: run hack/install-e2e-deps.sh "+
+				"(or set WASMCCM_E2E_BIN to a directory holding etcd and kube-apiserver)", path)
+		}
+	}
+	return nil
+}
+
+// Start launches etcd and then kube-apiserver and returns once the API
+// server reports ready. ctx bounds only the startup; the processes run until
+// Stop. On failure nothing is left running and the error carries the tail of
+// the logs.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	binDir := opts.BinDir
+	if binDir == "" {
+		binDir = DefaultBinDir()
+	}
+	if err := CheckBinaries(binDir); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "wasmccm-e2e-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{dir: dir}
+	if err := c.start(ctx, binDir); err != nil {
+		return nil, errors.Join(err, c.Stop())
+	}
+	return c, nil
+}
+
+// start runs both processes in turn. The API server is only started once
+// etcd is healthy so that a broken etcd is reported as such rather than as
+// an API server that never became ready.
+func (c *Cluster) start(ctx context.Context, binDir string) error {
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	etcdURL := loopbackURL("http", ports[0])
+	c.etcd, err = startEtcd(binDir, c.dir, etcdURL, loopbackURL("http", ports[1]))
+	if err != nil {
+		return err
+	}
+	if err := waitHealthy(ctx, c.etcd, etcdURL+"/health"); err != nil {
+		return fmt.Errorf("etcd did not become healthy: %w", err)
+	}
+	files, err := writeAPIServerFiles(c.dir)
+	if err != nil {
+		return err
+	}
+	host := loopbackURL("https", ports[2])
+	c.apiserver, err = startAPIServer(binDir, c.dir, ports[2], etcdURL, files)
+	if err != nil {
+		return err
+	}
+	c.Config, err = waitAPIServer(ctx, c.apiserver, host, files)
+	if err != nil {
+		return fmt.Errorf("kube-apiserver did not become ready: %w", err)
+	}
+	return nil
+}
+
+// WriteKubeconfig writes a kubeconfig for the admin identity of Config to
+// path, for processes such as the cloud controller manager binary.
+func (c *Cluster) WriteKubeconfig(path string) error {
+	const name = "wasmccm-e2e"
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[name] = &clientcmdapi.Cluster{
+		Server:                   c.Config.Host,
+		CertificateAuthorityData: c.Config.CAData,
+	}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: c.Config.BearerToken}
+	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+	cfg.CurrentContext = name
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+// Stop stops the API server before etcd, so that the API server does not
+// spend its shutdown retrying a vanished etcd, and then removes the
+// temporary directory. It is safe to call more than once.
+func (c *Cluster) Stop() error {
+	c.stopOnce.Do(func() {
+		c.stopErr = errors.Join(
+			c.apiserver.stop(),
+			c.etcd.stop(),
+			os.RemoveAll(c.dir),
+		)
+	})
+	return c.stopErr
+}
