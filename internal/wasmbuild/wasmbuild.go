@@ -14,7 +14,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -108,8 +107,7 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 func command(tc Toolchain) (name string, args, env []string, err error) {
 	switch tc {
 	case Go:
-		goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		return goBin, []string{"build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w"},
+		return "go", []string{"build", "-buildmode=c-shared", "-trimpath", "-ldflags=-s -w"},
 			[]string{"GOOS=wasip1", "GOARCH=wasm", "CGO_ENABLED=0"}, nil
 	case TinyGo:
 		path, err := TinyGoPath()

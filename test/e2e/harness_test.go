@@ -15,7 +15,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	ccmBinary = filepath.Join(dir, "wasm-cloud-controller-manager")
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", ccmBinary, "../../cmd/wasm-cloud-controller-manager")
+	build := exec.Command("go", "build", "-o", ccmBinary, "../../cmd/wasm-cloud-controller-manager")
 	if out, err := build.CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "building the CCM: %v\n%s", err, out)
 		os.Exit(1)

@@ -1,5 +1,7 @@
 //go:build wasip1
 
+//lint:file-ignore U1000 these functions are called by the host through //go:wasmexport.
+
 package routes
 
 import "github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
