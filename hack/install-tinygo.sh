@@ -66,8 +66,9 @@ wasmccm::apt_install "llvm-$LLVM_MAJOR-dev" "libclang-$LLVM_MAJOR-dev" \
 
 # build_compiler SRC builds SRC/bin/tinygo in a writable copy of the module.
 build_compiler() {
-  local src=$1
-  cp -r "$(wasmccm::module_dir "github.com/tinygo-org/tinygo@$TINYGO_VERSION")/." "$src"
+  local src=$1 mod
+  mod=$(wasmccm::module_dir "github.com/tinygo-org/tinygo@$TINYGO_VERSION")
+  cp -r "$mod/." "$src"
   chmod -R u+w "$src"
   (
     cd "$src"

@@ -21,11 +21,12 @@ wasmccm::die() {
 }
 
 # wasmccm::module_dir MODULE@VERSION downloads a module through the Go module
-# proxy and prints its read-only directory in the module cache.
+# proxy and prints its read-only directory in the module cache. It runs
+# outside any module so that the caller's go.mod and go.sum stay untouched.
 wasmccm::module_dir() {
   local json dir
-  json=$(GOFLAGS=-mod=mod go mod download -json "$1") ||
-    wasmccm::die "go mod download $1 failed"
+  json=$(cd / && GOWORK=off go mod download -json "$1") ||
+    wasmccm::die "go mod download $1 failed: $json"
   dir=$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")
   [[ -n "$dir" && -d "$dir" ]] || wasmccm::die "no module directory for $1 in: $json"
   echo "$dir"
