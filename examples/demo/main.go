@@ -1,0 +1,390 @@
+// Command demo runs wasmccm end to end on this machine: a real etcd and
+// kube-apiserver on loopback, the simulated cloud, and the
+// wasm-cloud-controller-manager running the simcloud provider module. It
+// registers three Nodes the way kubelets with --cloud-provider=external do
+// (tainted, uninitialized), creates a LoadBalancer Service, waits for the
+// CCM to initialize the Nodes and provision the load balancer, prints the
+// result and stops everything (or, with -keep, waits for Ctrl-C).
+//
+// hack/demo.sh installs what it needs and runs it; see README.md.
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+)
+
+const (
+	token         = "demo-token"
+	uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+func main() {
+	bin := flag.String("bin", "bin", "directory holding wasm-cloud-controller-manager and simcloud")
+	toolchain := flag.String("toolchain", "tinygo", "compiler for the provider module: tinygo or go")
+	keep := flag.Bool("keep", false, "keep everything running until interrupted")
+	flag.Parse()
+	if err := run(*bin, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
+
+func run(bin string, tc wasmbuild.Toolchain, keep bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	dir, err := os.MkdirTemp("", "wasmccm-demo")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	step("starting etcd and kube-apiserver on 127.0.0.1")
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	c, err := cluster.Start(startCtx, cluster.Options{})
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		return err
+	}
+
+	names := []string{"worker-a", "worker-b", "worker-c"}
+	cloudURL, err := startSimcloud(ctx, bin, dir, names)
+	if err != nil {
+		return err
+	}
+
+	step("building the simcloud provider module with %s", tc)
+	modulePath, err := mountModule(dir, tc)
+	if err != nil {
+		return err
+	}
+
+	step("starting wasm-cloud-controller-manager with %s", modulePath)
+	logPath := filepath.Join(dir, "ccm.log")
+	ccm, err := startCCM(ctx, bin, dir, kubeconfig, modulePath, cloudURL, logPath)
+	if err != nil {
+		return err
+	}
+	defer func() { ccm.Process.Signal(syscall.SIGTERM); ccm.Wait() }()
+
+	step("registering %d Nodes tainted node.cloudprovider.kubernetes.io/uninitialized", len(names))
+	for i, name := range names {
+		node := &v1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1.NodeSpec{
+				Taints:   []v1.Taint{{Key: uninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+				PodCIDRs: []string{fmt.Sprintf("10.244.%d.0/24", i+1)},
+				PodCIDR:  fmt.Sprintf("10.244.%d.0/24", i+1),
+			},
+		}
+		if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	step("creating Service default/web of type LoadBalancer")
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec: v1.ServiceSpec{
+			Type:     v1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": "web"},
+			Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+
+	step("waiting for the CCM")
+	if err := waitFor(ctx, 90*time.Second, func() (bool, error) { return converged(ctx, client, names) }); err != nil {
+		tail, _ := os.ReadFile(logPath)
+		return fmt.Errorf("%w\nCCM log:\n%s", err, lastLines(string(tail), 30))
+	}
+	if err := printState(ctx, client, cloudURL); err != nil {
+		return err
+	}
+	if keep {
+		fmt.Printf("\nkubeconfig: %s\nsimulated cloud: %s (admin API at %s/admin/state)\nCCM log: %s\nPress Ctrl-C to stop.\n",
+			kubeconfig, cloudURL, cloudURL, logPath)
+		<-ctx.Done()
+	}
+	return nil
+}
+
+// startSimcloud runs the simulated cloud as its own process, seeded with
+// one instance per Node name.
+func startSimcloud(ctx context.Context, bin, dir string, names []string) (string, error) {
+	var seed []simcloud.Instance
+	for i, name := range names {
+		seed = append(seed, simcloud.Instance{
+			Name: name, Zone: fmt.Sprintf("sim-1%c", 'a'+i), Region: "sim-1", Type: "sim.medium", State: "running",
+			Addresses: []simcloud.Address{
+				{Type: "InternalIP", Address: fmt.Sprintf("10.0.0.%d", 10+i)},
+				{Type: "ExternalIP", Address: fmt.Sprintf("198.51.100.%d", 10+i)},
+			},
+			Labels: map[string]string{"simcloud.example/pool": "general"},
+		})
+	}
+	seedPath := filepath.Join(dir, "instances.json")
+	data, _ := json.Marshal(seed)
+	if err := os.WriteFile(seedPath, data, 0o644); err != nil {
+		return "", err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	url := "http://" + addr
+	step("starting the simulated cloud at %s with %d instances", url, len(names))
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "simcloud"), "--listen", addr, "--token", token, "--seed-instances", seedPath)
+	cmd.Stderr, _ = os.Create(filepath.Join(dir, "simcloud.log"))
+	if err := cmd.Start(); err != nil {
+		return "", err
+	}
+	go cmd.Wait()
+	return url, waitFor(ctx, 10*time.Second, func() (bool, error) {
+		resp, err := http.Get(url + "/admin/state")
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}
+
+// mountModule lays out the gzipped module as a ConfigMap volume looks in a
+// pod, "..data" symlink included.
+func mountModule(dir string, tc wasmbuild.Toolchain) (string, error) {
+	path, err := wasmbuild.Build("modules/simcloud/module", tc)
+	if err != nil {
+		return "", err
+	}
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	var gz bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	zw.Write(wasm)
+	zw.Close()
+	step("module: %d bytes, %d gzipped (a ConfigMap holds at most 1 MiB)", len(wasm), gz.Len())
+	mount := filepath.Join(dir, "module")
+	data := filepath.Join(mount, "..2026_01_01_00_00_00.000000000")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(data, "simcloud.wasm.gz"), gz.Bytes(), 0o644); err != nil {
+		return "", err
+	}
+	os.Symlink(filepath.Base(data), filepath.Join(mount, "..data"))
+	os.Symlink("..data/simcloud.wasm.gz", filepath.Join(mount, "simcloud.wasm.gz"))
+	return filepath.Join(mount, "simcloud.wasm.gz"), nil
+}
+
+func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath, cloudURL, logPath string) (*exec.Cmd, error) {
+	credDir := filepath.Join(dir, "credentials")
+	os.MkdirAll(credDir, 0o755)
+	os.WriteFile(filepath.Join(credDir, "token"), []byte(token), 0o600)
+	config := fmt.Sprintf(`clusterName: demo
+module: {path: %s, reloadInterval: 10s}
+limits: {poolSize: 4, callTimeout: 10s}
+http: {allowedOrigins: [%q]}
+credentials: {dir: %s, granted: [token]}
+providerConfig: {endpoint: %q, tokenCredential: token}
+`, modulePath, cloudURL, credDir, cloudURL)
+	configPath := filepath.Join(dir, "cloud-config.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
+		return nil, err
+	}
+	port, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	_, portStr, _ := net.SplitHostPort(port)
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(filepath.Join(bin, "wasm-cloud-controller-manager"),
+		"--cloud-provider=wasm", "--cloud-config="+configPath,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--cluster-name=demo", "--leader-elect=false", "--use-service-account-credentials=false",
+		"--allocate-node-cidrs=true", "--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16",
+		"--bind-address=127.0.0.1", "--secure-port="+portStr, "--v=2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	healthz := "https://127.0.0.1:" + portStr + "/healthz"
+	insecure := &http.Client{Timeout: time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	err = waitFor(ctx, 60*time.Second, func() (bool, error) {
+		if cmd.ProcessState != nil {
+			return false, errors.New("CCM exited")
+		}
+		resp, err := insecure.Get(healthz)
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		log, _ := os.ReadFile(logPath)
+		return nil, fmt.Errorf("CCM not healthy: %w\n%s", err, lastLines(string(log), 30))
+	}
+	return cmd, nil
+}
+
+func converged(ctx context.Context, client kubernetes.Interface, names []string) (bool, error) {
+	for _, name := range names {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if n.Spec.ProviderID == "" || slices.ContainsFunc(n.Spec.Taints, isUninitialized) {
+			return false, nil
+		}
+	}
+	svc, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return len(svc.Status.LoadBalancer.Ingress) > 0, nil
+}
+
+func isUninitialized(t v1.Taint) bool { return t.Key == uninitialized }
+
+func printState(ctx context.Context, client kubernetes.Interface, cloudURL string) error {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "NODE\tPROVIDER-ID\tINSTANCE-TYPE\tREGION\tZONE\tADDRESSES\tTAINTS")
+	for _, n := range nodes.Items {
+		var addrs []string
+		for _, a := range n.Status.Addresses {
+			addrs = append(addrs, string(a.Type)+"="+a.Address)
+		}
+		var taints []string
+		for _, t := range n.Spec.Taints {
+			taints = append(taints, t.Key)
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Name, n.Spec.ProviderID, n.Labels[v1.LabelInstanceTypeStable],
+			n.Labels[v1.LabelTopologyRegion], n.Labels[v1.LabelTopologyZone], strings.Join(addrs, ","), orNone(strings.Join(taints, ",")))
+	}
+	w.Flush()
+	fmt.Println()
+	svc, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "SERVICE\tTYPE\tCLUSTER-IP\tEXTERNAL-IP\tPORTS\tFINALIZERS")
+	var ports []string
+	for _, p := range svc.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol))
+	}
+	fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", svc.Namespace, svc.Name, svc.Spec.Type, svc.Spec.ClusterIP,
+		svc.Status.LoadBalancer.Ingress[0].IP, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
+	w.Flush()
+	resp, err := http.Get(cloudURL + "/admin/state")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	var state struct {
+		LoadBalancers []simcloud.LoadBalancer `json:"loadBalancers"`
+		Routes        []simcloud.Route        `json:"routes"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&state); err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("In the simulated cloud:")
+	for _, lb := range state.LoadBalancers {
+		fmt.Printf("  load balancer %s  ip=%s  targets=%s\n", lb.Name, lb.IP, strings.Join(lb.Targets, ","))
+	}
+	for _, r := range state.Routes {
+		fmt.Printf("  route %s  %s -> %s\n", r.Name, r.DestinationCIDR, r.TargetName)
+	}
+	return nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for time.Now().Before(deadline) {
+		if ok, err := cond(); ok {
+			return nil
+		} else if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("timed out after %s (last error: %v)", timeout, last)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

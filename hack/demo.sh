@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The local demo: installs what it needs (cached after the first run), builds
+# the binaries, then runs examples/demo, which starts etcd, kube-apiserver,
+# the simulated cloud and the CCM with the simcloud module, registers tainted
+# Nodes and a LoadBalancer Service, and prints the result.
+#
+#   hack/demo.sh            run, print, stop
+#   hack/demo.sh -keep      leave everything running until Ctrl-C
+#   hack/demo.sh -toolchain go   use the standard-Go-built module
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source hack/lib.sh
+
+hack/install-e2e-deps.sh >/dev/null
+hack/install-tinygo.sh >/dev/null
+wasmccm::log "building wasm-cloud-controller-manager and simcloud"
+go build -o bin/ ./cmd/wasm-cloud-controller-manager ./cmd/simcloud
+exec go run ./examples/demo -bin bin "$@"
