@@ -44,6 +44,7 @@ type Cloud struct {
 	// the last file refused; only the reload goroutine touches them.
 	loaded   string
 	rejected string
+	events   *moduleEvents
 }
 
 var (
@@ -91,10 +92,12 @@ func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) er
 	}
 }
 
-// Initialize starts hot reload when configured. The client builder is not
-// needed: modules reach their cloud, not the cluster.
-func (c *Cloud) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+// Initialize starts hot reload when configured, with Events about reloads
+// on the CCM's Pod. Modules themselves get no client: they reach their
+// cloud, not the cluster.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	if c.cfg.Module.ReloadInterval.Duration > 0 {
+		c.events = newModuleEvents(clientBuilder)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-stop; cancel() }()
 		go c.watch(ctx, c.cfg.Module.ReloadInterval.Duration)

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -102,10 +103,13 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 		reloads.WithLabelValues("rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
 			"path", c.cfg.Module.Path, "rejectedSHA256", file.digest, "currentSHA256", c.loaded)
+		c.events.emit(v1.EventTypeWarning, eventModuleRejected,
+			"new module "+file.digest+" rejected, "+c.loaded+" stays in service: "+err.Error())
 		return
 	}
 	c.rejected = ""
 	reloads.WithLabelValues("loaded").Inc()
+	c.events.emit(v1.EventTypeNormal, eventModuleReloaded, "module "+file.digest+" in service")
 }
 
 func (c *Cloud) swap(ctx context.Context, file moduleFile) error {
