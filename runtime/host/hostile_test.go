@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/testutil"
+
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
 
@@ -163,5 +166,71 @@ func TestHostileCalls(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > baseline+2 {
 		t.Fatalf("goroutines: %d before, %d after", baseline, n)
+	}
+}
+
+// TestTrapInEveryMethod: a module whose every method traps fails each call
+// as a trap, counts it, and is re-instantiated for the next call.
+func TestTrapInEveryMethod(t *testing.T) {
+	m := wt.Module{MemoryPages: 1, Funcs: []wt.Func{
+		{Export: abi.ExportABIVersion, Results: []byte{wt.I32}, Body: wt.I32Const(abi.Version)},
+		{Export: abi.ExportAlloc, Params: []byte{wt.I32}, Results: []byte{wt.I32}, Body: wt.I32Const(1024)},
+		{Export: abi.ExportInit, Params: method[0], Results: method[1], Body: okEmpty},
+	}}
+	for _, c := range abi.Capabilities {
+		for _, name := range c.Exports {
+			m.Funcs = append(m.Funcs, wt.Func{Export: name, Params: method[0], Results: method[1], Body: wt.Seq(wt.Unreachable, okEmpty)})
+		}
+	}
+	mod, err := New(context.Background(), m.Bytes(), Config{Name: "traps-everywhere", PoolSize: 1, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(context.Background())
+	before, _ := testutil.GetCounterMetricValue(instancesReplaced.WithLabelValues("traps-everywhere", ReasonTrap))
+	calls := 0
+	for _, meth := range abi.Methods {
+		if meth.Export == abi.ExportInit {
+			continue
+		}
+		calls++
+		err := mod.Call(context.Background(), meth.Export, meth.Input(), nil)
+		var failure *FailureError
+		if !errors.As(err, &failure) || failure.Reason != ReasonTrap {
+			t.Fatalf("%s: err = %v, want a trap", meth.Name, err)
+		}
+	}
+	after, _ := testutil.GetCounterMetricValue(instancesReplaced.WithLabelValues("traps-everywhere", ReasonTrap))
+	if int(after-before) != calls {
+		t.Fatalf("instances_replaced_total{reason=trap} rose by %v for %d traps", after-before, calls)
+	}
+}
+
+// TestReplacementDoesNotLeakMemory: instances closed after traps give their
+// memory back. A Go guest's instance holds several MiB, so keeping them
+// would show within a few dozen replacements.
+func TestReplacementDoesNotLeakMemory(t *testing.T) {
+	f := newFixture(t, wasmbuild.Go, func(c *Config) { c.PoolSize = 1 })
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapInuse
+	}
+	trap := func() {
+		if err := f.mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "trap"}, new(abi.Bool)); err == nil {
+			t.Fatal("trap call succeeded")
+		}
+	}
+	for i := 0; i < 5; i++ { // warm up: code, pools, metrics
+		trap()
+	}
+	start := heap()
+	const rounds = 40
+	for i := 0; i < rounds; i++ {
+		trap()
+	}
+	if grown := int64(heap()) - int64(start); grown > 32<<20 {
+		t.Fatalf("heap grew by %d MiB over %d instance replacements", grown>>20, rounds)
 	}
 }
