@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -211,19 +212,22 @@ func TestFailuresReplaceInstance(t *testing.T) {
 				c.MemoryLimitPages = 1024 // 64 MiB
 			})
 			cases := []struct {
-				node, export, reason string
+				node, export string
+				reasons      []string
 			}{
-				{"trap", abi.ExportInstanceExists, ReasonTrap},
-				{"loop", abi.ExportInstanceExists, ReasonTimeout},
-				{"oom", abi.ExportInstanceExists, ReasonTrap},
-				{"big", abi.ExportInstanceMetadata, ReasonABIViolation},
+				{"trap", abi.ExportInstanceExists, []string{ReasonTrap}},
+				{"loop", abi.ExportInstanceExists, []string{ReasonTimeout}},
+				// Growing to the cap traps; TinyGo's collector may instead
+				// still be scanning when the deadline passes.
+				{"oom", abi.ExportInstanceExists, []string{ReasonTrap, ReasonTimeout}},
+				{"big", abi.ExportInstanceMetadata, []string{ReasonABIViolation}},
 			}
 			for _, c := range cases {
 				start := time.Now()
 				err := f.mod.Call(context.Background(), c.export, &abi.Node{Name: c.node}, new(abi.InstanceMetadata))
 				var failure *FailureError
-				if !errors.As(err, &failure) || failure.Reason != c.reason {
-					t.Fatalf("%s: err = %v, want a FailureError with reason %s", c.node, err, c.reason)
+				if !errors.As(err, &failure) || !slices.Contains(c.reasons, failure.Reason) {
+					t.Fatalf("%s: err = %v, want a FailureError with reason in %v", c.node, err, c.reasons)
 				}
 				if elapsed := time.Since(start); elapsed > 3*time.Second {
 					t.Fatalf("%s: took %s, past the deadline", c.node, elapsed)
