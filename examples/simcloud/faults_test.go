@@ -1,7 +1,9 @@
 package simcloud
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -381,5 +383,27 @@ func TestGlobalLatencyAndAdmin(t *testing.T) {
 	e.cloud.Reset()
 	if e.cloud.Global() != (Global{}) {
 		t.Fatal("Reset kept the global settings")
+	}
+}
+
+// TestAbandonedWriteHasNoEffect: a client that gives up while its write is
+// held by injected latency leaves the cloud unchanged, as the README says.
+func TestAbandonedWriteHasNoEffect(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	if _, err := e.cloud.SetFault(Fault{Name: "slow", Endpoint: "POST /v1/loadbalancers", Latency: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(lbBody("abandoned"))
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.srv.URL+"/v1/loadbalancers", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("request completed despite the client timeout")
+	}
+	time.Sleep(500 * time.Millisecond)
+	if _, ok := e.cloud.LoadBalancer("abandoned"); ok {
+		t.Fatal("the abandoned create took effect")
 	}
 }

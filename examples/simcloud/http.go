@@ -174,6 +174,17 @@ func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request, pattern, resour
 	}
 	c.mu.Unlock()
 
+	if delay > 0 && r.Body != nil {
+		// Read the body before waiting: the server notices a client that
+		// gave up only once the body is consumed, and an abandoned write
+		// must not take effect after the delay.
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
 	if !sleep(r.Context(), delay) {
 		return
 	}

@@ -164,13 +164,12 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 		rt = &http.Transport{
 			// No Proxy: a proxy from the environment would carry requests
 			// past the dial-time checks.
-			Proxy:                 nil,
-			DialContext:           dialer.DialContext,
-			ForceAttemptHTTP2:     true,
-			MaxIdleConnsPerHost:   16,
-			IdleConnTimeout:       90 * time.Second,
-			TLSHandshakeTimeout:   10 * time.Second,
-			ResponseHeaderTimeout: cfg.Timeout,
+			Proxy:               nil,
+			DialContext:         dialer.DialContext,
+			ForceAttemptHTTP2:   true,
+			MaxIdleConnsPerHost: 16,
+			IdleConnTimeout:     90 * time.Second,
+			TLSHandshakeTimeout: 10 * time.Second,
 		}
 	}
 	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
@@ -226,7 +225,8 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 		if errors.As(err, &denied) {
 			return &abi.HTTPResponse{Error: denied.Error()}, hostLabel, "denied"
 		}
-		if ctx.Err() != nil {
+		var netErr net.Error
+		if ctx.Err() != nil || errors.As(err, &netErr) && netErr.Timeout() {
 			return &abi.HTTPResponse{Error: fmt.Sprintf("request to %s timed out", hostLabel)}, hostLabel, "timeout"
 		}
 		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "error"

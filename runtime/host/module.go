@@ -345,6 +345,11 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
 	inst, err := m.pool.acquire(ctx)
+	if errors.Is(err, ErrClosed) {
+		// Not a failed call: the module was replaced, and the caller
+		// retries on its successor.
+		return &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
+	}
 	if err != nil {
 		err = &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
 	} else {

@@ -77,9 +77,18 @@ func moduleToolchains(t *testing.T) []wasmbuild.Toolchain {
 	return tcs
 }
 
+// simcloudModule is the main package of the first-party provider module.
+const simcloudModule = "../../modules/simcloud/module"
+
 // setup starts everything; extraFlags are appended to the CCM's flags and
 // editConfig may change the cloud-config before the CCM starts.
 func setup(t *testing.T, tc wasmbuild.Toolchain, opts simcloud.Options, editConfig func(string) string, extraFlags ...string) *env {
+	return setupModule(t, simcloudModule, tc, opts, editConfig, extraFlags...)
+}
+
+// setupModule is setup with the module built from the main package at
+// pkgDir instead of the first-party one.
+func setupModule(t *testing.T, pkgDir string, tc wasmbuild.Toolchain, opts simcloud.Options, editConfig func(string) string, extraFlags ...string) *env {
 	c := cluster.StartForTest(t)
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -91,7 +100,7 @@ func setup(t *testing.T, tc wasmbuild.Toolchain, opts simcloud.Options, editConf
 	t.Cleanup(srv.Close)
 
 	e := &env{t: t, client: client, cloud: cloud, cloudURL: srv.URL, dir: t.TempDir()}
-	modulePath := e.mountModule(tc)
+	modulePath := e.mountModule(pkgDir, tc)
 	kubeconfig := filepath.Join(e.dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
@@ -140,11 +149,11 @@ providerConfig: {endpoint: %q, tokenCredential: token}
 	return e
 }
 
-// mountModule lays the gzipped module out as the kubelet mounts a
-// ConfigMap: the file is a symlink through "..data", itself a symlink to a
-// timestamped directory.
-func (e *env) mountModule(tc wasmbuild.Toolchain) string {
-	path, err := wasmbuild.Build("../../modules/simcloud/module", tc)
+// mountModule builds the module at pkgDir and lays it out gzipped as the
+// kubelet mounts a ConfigMap: the file is a symlink through "..data",
+// itself a symlink to a timestamped directory.
+func (e *env) mountModule(pkgDir string, tc wasmbuild.Toolchain) string {
+	path, err := wasmbuild.Build(pkgDir, tc)
 	if err != nil {
 		e.t.Fatal(err)
 	}
