@@ -53,6 +53,11 @@ var (
 // transient cloud conditions.
 func RetryAfter(d time.Duration, msg string) error { return &guest.RetryError{After: d, Msg: msg} }
 
+// OutcomeOf returns the status, message and delay the SDK reports to the
+// host for a provider error. Hosts that call a provider natively use it to
+// map errors exactly as a module would.
+func OutcomeOf(err error) abi.Outcome { return guest.OutcomeOf(err) }
+
 // Provider is the one interface every module implements.
 type Provider interface {
 	// Init receives the CCM's cluster name and the opaque provider config

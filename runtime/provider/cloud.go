@@ -33,12 +33,22 @@ func Register() {
 	})
 }
 
+// Backend answers the ABI's methods. A *host.Module is the backend of
+// every real deployment; the same provider code linked into the host can
+// be another, which is how benchmarks compare the two under identical
+// controllers and error mapping.
+type Backend interface {
+	Call(ctx context.Context, export string, in, out abi.Message) error
+	Info() host.Info
+	Close(ctx context.Context) error
+}
+
 // Cloud is cloudprovider.Interface over a module. The module can be
 // replaced at run time (see reload.go); the capabilities cannot, because
 // the controllers decide at start-up which ones to run.
 type Cloud struct {
 	cfg          *Config
-	module       atomic.Pointer[host.Module]
+	backend      atomic.Pointer[Backend]
 	capabilities host.Info
 	// loaded and rejected are the digests of the module in service and of
 	// the last file refused; only the reload goroutine touches them.
@@ -69,11 +79,19 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", cfg.Module.Path, err)
 	}
-	c := &Cloud{cfg: cfg, capabilities: mod.Info(), loaded: file.digest}
-	c.module.Store(mod)
+	c := NewWithBackend(cfg, mod)
+	c.loaded = file.digest
 	klog.InfoS("provider module loaded", "path", cfg.Module.Path, "sha256", file.digest,
 		"capabilities", mod.Info().Capabilities)
 	return c, nil
+}
+
+// NewWithBackend returns a Cloud over any backend. Hot reload applies only
+// to module backends made by New.
+func NewWithBackend(cfg *Config, b Backend) *Cloud {
+	c := &Cloud{cfg: cfg, capabilities: b.Info()}
+	c.backend.Store(&b)
+	return c
 }
 
 func moduleName(path string) string { return filepath.Base(path) }
@@ -83,9 +101,9 @@ func moduleName(path string) string { return filepath.Base(path) }
 // one: a reload never fails a call.
 func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) error {
 	for {
-		mod := c.module.Load()
-		err := mod.Call(ctx, export, in, out)
-		if errors.Is(err, host.ErrClosed) && c.module.Load() != mod {
+		b := c.backend.Load()
+		err := (*b).Call(ctx, export, in, out)
+		if errors.Is(err, host.ErrClosed) && c.backend.Load() != b {
 			continue
 		}
 		return err
@@ -96,7 +114,7 @@ func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) er
 // on the CCM's Pod. Modules themselves get no client: they reach their
 // cloud, not the cluster.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	if c.cfg.Module.ReloadInterval.Duration > 0 {
+	if c.cfg.Module.ReloadInterval.Duration > 0 && c.loaded != "" {
 		c.events = newModuleEvents(clientBuilder)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-stop; cancel() }()
@@ -105,7 +123,7 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 }
 
 // Close releases the module.
-func (c *Cloud) Close(ctx context.Context) error { return c.module.Load().Close(ctx) }
+func (c *Cloud) Close(ctx context.Context) error { return (*c.backend.Load()).Close(ctx) }
 
 // ProviderName returns "wasm".
 func (c *Cloud) ProviderName() string { return ProviderName }

@@ -122,7 +122,8 @@ func (c *Cloud) swap(ctx context.Context, file moduleFile) error {
 		return fmt.Errorf("new module's capabilities %v differ from %v, which the controllers were started with; restart the CCM to change them",
 			mod.Info().Capabilities, c.capabilities.Capabilities)
 	}
-	old := c.module.Swap(mod)
+	var b Backend = mod
+	old := *c.backend.Swap(&b)
 	c.loaded = file.digest
 	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", file.digest)
 	go func() {
