@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Benchmarks (test/bench): every export of the simcloud provider run
+# natively, as a Go-built module and as a TinyGo-built module, with the
+# cloud's API answered in-process; the ABI's own cost; compile, start-up
+# and instantiation; pool throughput; the guest's work part by part. The
+# raw `go test -bench` output goes to $BENCH_OUT (default bin/bench.txt),
+# then test/bench/report prints it as the tables of BENCHMARKS.md.
+#
+#   hack/bench.sh                      all benchmarks, 5 runs each
+#   COUNT=10 BENCH='Call|ABI' hack/bench.sh
+#   hack/bench.sh -report bin/bench.txt    tables from an earlier run
+#
+# TinyGo variants are skipped when TinyGo is not installed
+# (hack/install-tinygo.sh). Results vary with the machine's load: the load
+# average is printed before and after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "-report" ]]; then
+  exec go run ./test/bench/report "${2:-bin/bench.txt}"
+fi
+
+COUNT="${COUNT:-5}"
+BENCH="${BENCH:-.}"
+BENCHTIME="${BENCHTIME:-1s}"
+mkdir -p bin
+out="${BENCH_OUT:-bin/bench.txt}"
+
+echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(go version)"
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+go test ./test/bench -run '^$' -bench "$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout 3h | tee "$out"
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+go run ./test/bench/report "$out"

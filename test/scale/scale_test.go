@@ -1,0 +1,749 @@
+//go:build linux
+
+// Package scale is the scale test: the real cloud controller manager
+// binary against a real kube-apiserver and etcd (test/e2e/cluster) and the
+// simulated cloud with a realistic latency and rate limit, N tainted Nodes
+// created at once, then M LoadBalancer Services. It runs the same scenario
+// with the provider as a wasm module (built with Go and with TinyGo) and
+// compiled natively into the CCM (./nativeccm), and prints the figures side
+// by side with their ratio to native.
+//
+// It runs only when WASMCCM_SCALE is set; hack/scale.sh sets it. Settings,
+// all from the environment:
+//
+//	WASMCCM_SCALE_NODES          N Nodes (default 1000)
+//	WASMCCM_SCALE_SERVICES       M LoadBalancer Services (default 200, at most 250)
+//	WASMCCM_SCALE_VARIANTS       comma-separated: native, wasm-go, wasm-tinygo (default all)
+//	WASMCCM_SCALE_LATENCY        cloud latency per request (default 20ms)
+//	WASMCCM_SCALE_RATE           cloud rate limit, requests/s (default 100)
+//	WASMCCM_SCALE_BURST          cloud rate limit burst (default 200)
+//	WASMCCM_SCALE_POOL           module instance pool size (default 4)
+//	WASMCCM_SCALE_NODE_SYNCS     --concurrent-node-syncs (default: upstream's, 1)
+//	WASMCCM_SCALE_SERVICE_SYNCS  --concurrent-service-syncs (default: upstream's, 1)
+//	WASMCCM_SCALE_QPS            --kube-api-qps (default: upstream's, 20)
+//	WASMCCM_SCALE_API_BURST      --kube-api-burst (default: upstream's, 30)
+//	WASMCCM_SCALE_REFRESH        1: also wait for the periodic node status
+//	                             refresh (5 minutes after start) and time it
+//	WASMCCM_SCALE_TIMEOUT        bound of each phase (default 20m)
+//	WASMCCM_SCALE_OUT            file to write the results to, as JSON
+package scale
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+)
+
+const (
+	cloudToken  = "scale-token"
+	clusterName = "scale"
+	taintKey    = "node.cloudprovider.kubernetes.io/uninitialized"
+)
+
+// binaries are the CCMs under test, built by TestMain.
+var binaries struct{ wasm, native string }
+
+func TestMain(m *testing.M) {
+	if os.Getenv("WASMCCM_SCALE") == "" {
+		os.Exit(m.Run()) // TestScale skips
+	}
+	dir, err := os.MkdirTemp("", "wasmccm-scale-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binaries.wasm = filepath.Join(dir, "wasm-cloud-controller-manager")
+	binaries.native = filepath.Join(dir, "nativeccm")
+	for out, pkg := range map[string]string{binaries.wasm: "../../cmd/wasm-cloud-controller-manager", binaries.native: "./nativeccm"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// settings is the scenario, read from the environment.
+type settings struct {
+	Nodes, Services int
+	Variants        []string
+	Latency         time.Duration
+	Rate            float64
+	RateBurst       int
+	PoolSize        int
+	NodeSyncs       int
+	ServiceSyncs    int
+	QPS             float64
+	APIBurst        int
+	Refresh         bool
+	Timeout         time.Duration
+}
+
+func loadSettings(t *testing.T) settings {
+	s := settings{
+		Nodes: envInt(t, "WASMCCM_SCALE_NODES", 1000), Services: envInt(t, "WASMCCM_SCALE_SERVICES", 200),
+		Variants:  strings.Split(envString("WASMCCM_SCALE_VARIANTS", "native,wasm-go,wasm-tinygo"), ","),
+		Latency:   envDuration(t, "WASMCCM_SCALE_LATENCY", 20*time.Millisecond),
+		Rate:      float64(envInt(t, "WASMCCM_SCALE_RATE", 100)),
+		RateBurst: envInt(t, "WASMCCM_SCALE_BURST", 200),
+		PoolSize:  envInt(t, "WASMCCM_SCALE_POOL", 4),
+		NodeSyncs: envInt(t, "WASMCCM_SCALE_NODE_SYNCS", 0), ServiceSyncs: envInt(t, "WASMCCM_SCALE_SERVICE_SYNCS", 0),
+		QPS: float64(envInt(t, "WASMCCM_SCALE_QPS", 0)), APIBurst: envInt(t, "WASMCCM_SCALE_API_BURST", 0),
+		Refresh: os.Getenv("WASMCCM_SCALE_REFRESH") == "1",
+		Timeout: envDuration(t, "WASMCCM_SCALE_TIMEOUT", 20*time.Minute),
+	}
+	// The test cluster's Service range is a /24; the "kubernetes" Service
+	// takes one address.
+	if s.Services > 250 {
+		t.Fatalf("WASMCCM_SCALE_SERVICES=%d: the test cluster's Service range holds at most 250", s.Services)
+	}
+	return s
+}
+
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(t *testing.T, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q is not a non-negative integer", name, v)
+	}
+	return n
+}
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+// flags are the CCM flags of the scenario besides the per-run ones.
+func (s settings) flags() []string {
+	f := []string{
+		"--cluster-name=" + clusterName,
+		"--leader-elect=false",
+		"--use-service-account-credentials=false",
+		"--configure-cloud-routes=false",
+		"--allocate-node-cidrs=false",
+		"--bind-address=127.0.0.1",
+		"--v=1",
+	}
+	if s.NodeSyncs > 0 {
+		f = append(f, fmt.Sprintf("--concurrent-node-syncs=%d", s.NodeSyncs))
+	}
+	if s.ServiceSyncs > 0 {
+		f = append(f, fmt.Sprintf("--concurrent-service-syncs=%d", s.ServiceSyncs))
+	}
+	if s.QPS > 0 {
+		f = append(f, fmt.Sprintf("--kube-api-qps=%g", s.QPS))
+	}
+	if s.APIBurst > 0 {
+		f = append(f, fmt.Sprintf("--kube-api-burst=%d", s.APIBurst))
+	}
+	return f
+}
+
+// phase is what one phase of the scenario measured.
+type phase struct {
+	// Done is when the last object got there, from the phase's start.
+	Done time.Duration
+	// P50 and P99 are per object, from its creation.
+	P50, P99 time.Duration
+	// CloudRequests counts the /v1 requests of the phase per endpoint;
+	// RateLimited those answered 429.
+	CloudRequests map[string]int
+	RateLimited   int
+	// CPU is the CCM's user+system CPU time during the phase.
+	CPU time.Duration
+	// RSS is the CCM's resident set at the end of the phase, in bytes.
+	RSS int64
+}
+
+func (p phase) requests() int {
+	n := 0
+	for _, c := range p.CloudRequests {
+		n += c
+	}
+	return n
+}
+
+// result is one variant's run.
+type result struct {
+	Variant  string
+	Flags    []string
+	Startup  time.Duration // process start to /healthz OK
+	StartCPU time.Duration // CPU time until then
+	StartRSS int64
+	Nodes    phase
+	Services phase
+	// Idle is the CPU time per minute between the Services phase and the
+	// refresh (or the end).
+	IdlePerMinute time.Duration
+	Refresh       *phase // nil unless WASMCCM_SCALE_REFRESH=1
+	// PeakRSS (VmHWM) and TotalCPU over the whole run, in bytes and time.
+	PeakRSS  int64
+	TotalCPU time.Duration
+}
+
+func TestScale(t *testing.T) {
+	if os.Getenv("WASMCCM_SCALE") == "" {
+		t.Skip("set WASMCCM_SCALE=1 (or run hack/scale.sh) to run the scale test")
+	}
+	s := loadSettings(t)
+	t.Logf("scenario: %+v", s)
+	var results []*result
+	for _, v := range s.Variants {
+		if !t.Run(v, func(t *testing.T) { results = append(results, run(t, s, v)) }) {
+			break
+		}
+	}
+	report(os.Stdout, s, results)
+	if out := os.Getenv("WASMCCM_SCALE_OUT"); out != "" {
+		b, _ := json.MarshalIndent(map[string]any{"settings": s, "results": results}, "", "  ")
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// run runs the scenario with one variant on a fresh cluster and cloud.
+func run(t *testing.T, s settings, variant string) *result {
+	c := cluster.StartForTest(t)
+	rc := rest.CopyConfig(c.Config)
+	rc.QPS, rc.Burst = 5000, 10000 // the test's own client must not be the bottleneck
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cloud := simcloud.New(simcloud.Options{Token: cloudToken,
+		Global: simcloud.Global{Latency: s.Latency, RateLimit: s.Rate, Burst: s.RateBurst}})
+	zones := []string{"sim-1a", "sim-1b", "sim-1c"}
+	for i := 1; i <= s.Nodes; i++ {
+		if _, err := cloud.AddInstance(simcloud.Instance{Name: nodeName(i), Zone: zones[i%3], Type: "sim.medium"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	tokenPath := filepath.Join(dir, "credentials", "token")
+	os.MkdirAll(filepath.Dir(tokenPath), 0o755)
+	os.WriteFile(tokenPath, []byte(cloudToken+"\n"), 0o600)
+
+	binary, provider, configText := cloudConfig(t, s, variant, dir, srv.URL, tokenPath)
+	configPath := filepath.Join(dir, "cloud-config.yaml")
+	os.WriteFile(configPath, []byte(configText), 0o644)
+	flags := append([]string{
+		"--cloud-provider=" + provider,
+		"--cloud-config=" + configPath,
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+	}, s.flags()...)
+	r := &result{Variant: variant, Flags: s.flags()}
+
+	// Watch Nodes and Services before anything is created.
+	w := newWatcher(t, client)
+
+	ccm := startCCM(t, binary, dir, flags)
+	r.Startup = ccm.startup
+	st := ccm.stat(t)
+	r.StartCPU, r.StartRSS = st.cpu, st.rss
+	t.Logf("%s: CCM healthy after %s", variant, r.Startup)
+
+	// Phase 1: N tainted Nodes at once.
+	before, cpu0 := cloud.Counters(), st.cpu
+	start := time.Now()
+	created := createAll(t, s.Nodes, func(i int) error { return createNode(client, i) })
+	t.Logf("%s: %d Nodes created in %s", variant, s.Nodes, time.Since(start).Round(time.Millisecond))
+	done := w.waitNodes(t, s.Nodes, s.Timeout)
+	r.Nodes = w.phase(start, created, done, cloud, before, ccm, cpu0, t)
+	t.Logf("%s: %d Nodes initialized in %s (%d cloud requests, %d throttled)", variant, s.Nodes,
+		r.Nodes.Done.Round(time.Millisecond), r.Nodes.requests(), r.Nodes.RateLimited)
+
+	// Phase 2: M LoadBalancer Services at once.
+	before, cpu0 = cloud.Counters(), ccm.stat(t).cpu
+	start = time.Now()
+	created = createAll(t, s.Services, func(i int) error { return createService(client, i) })
+	done = w.waitServices(t, s.Services, s.Timeout)
+	r.Services = w.phase(start, created, done, cloud, before, ccm, cpu0, t)
+	t.Logf("%s: %d Services have an ingress IP after %s (%d cloud requests, %d throttled)", variant, s.Services,
+		r.Services.Done.Round(time.Millisecond), r.Services.requests(), r.Services.RateLimited)
+
+	// Phase 3: idle, then (optionally) the periodic node status refresh,
+	// which calls InstanceMetadata for every initialized Node.
+	idleStart, idleCPU := time.Now(), ccm.stat(t).cpu
+	if s.Refresh {
+		var refreshStart time.Time
+		var refreshCPU time.Duration
+		r.Refresh, refreshStart, refreshCPU = waitRefresh(t, s, cloud, ccm)
+		r.IdlePerMinute = perMinute(refreshCPU-idleCPU, refreshStart.Sub(idleStart))
+		t.Logf("%s: node status refresh of %d Nodes took %s", variant, s.Nodes, r.Refresh.Done.Round(time.Millisecond))
+	} else {
+		time.Sleep(30 * time.Second)
+		r.IdlePerMinute = perMinute(ccm.stat(t).cpu-idleCPU, time.Since(idleStart))
+	}
+
+	final := ccm.stop(t)
+	r.PeakRSS, r.TotalCPU = final.hwm, final.cpu
+	return r
+}
+
+func perMinute(cpu, wall time.Duration) time.Duration {
+	if wall <= 0 {
+		return 0
+	}
+	return time.Duration(float64(cpu) / wall.Minutes())
+}
+
+// cloudConfig returns the binary, --cloud-provider and --cloud-config of a
+// variant.
+func cloudConfig(t *testing.T, s settings, variant, dir, cloudURL, tokenPath string) (binary, provider, config string) {
+	switch variant {
+	case "native":
+		return binaries.native, "simcloud-native", fmt.Sprintf("clusterName: %s\nendpoint: %q\ntokenFile: %s\n", clusterName, cloudURL, tokenPath)
+	case "wasm-go", "wasm-tinygo":
+		tc := wasmbuild.Toolchain(strings.TrimPrefix(variant, "wasm-"))
+		path, err := wasmbuild.Build("../../modules/simcloud/module", tc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var gz bytes.Buffer
+		zw, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+		zw.Write(wasm)
+		zw.Close()
+		modulePath := filepath.Join(dir, "simcloud.wasm.gz")
+		os.WriteFile(modulePath, gz.Bytes(), 0o644)
+		cacheDir := filepath.Join(wasmbuild.CacheDir(), "compilation")
+		warmCompilationCache(t, wasm, cacheDir)
+		return binaries.wasm, "wasm", fmt.Sprintf(`clusterName: %s
+module:
+  path: %s
+  compilationCacheDir: %s
+limits: {poolSize: %d, callTimeout: 30s, memoryLimitMiB: 128}
+http:
+  allowedOrigins: [%q]
+  timeout: 10s
+credentials: {dir: %s, granted: [token]}
+providerConfig: {endpoint: %q, tokenCredential: token}
+`, clusterName, modulePath, cacheDir, s.PoolSize, cloudURL, filepath.Dir(tokenPath), cloudURL)
+	}
+	t.Fatalf("unknown variant %q (want native, wasm-go or wasm-tinygo)", variant)
+	return
+}
+
+// warmCompilationCache compiles the module into cacheDir, so that the CCM
+// starts as it does on every start but the first.
+func warmCompilationCache(t *testing.T, wasm []byte, cacheDir string) {
+	ctx := context.Background()
+	m, err := host.New(ctx, wasm, host.Config{Name: "warm", CompilationCacheDir: cacheDir,
+		ProviderConfig: []byte(`{"endpoint": "http://127.0.0.1:1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close(ctx)
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// createAll creates n objects with 32 concurrent clients and returns when
+// each one was created.
+func createAll(t *testing.T, n int, create func(i int) error) []time.Time {
+	created := make([]time.Time, n)
+	next := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := create(i + 1); err != nil {
+					errs <- err
+					return
+				}
+				created[i] = time.Now()
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case next <- i:
+		case err := <-errs:
+			close(next)
+			wg.Wait()
+			t.Fatal(err)
+		}
+	}
+	close(next)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+	return created
+}
+
+// createNode registers a Node as a kubelet with --cloud-provider=external
+// does: tainted uninitialized, no provider ID, Ready.
+func createNode(client kubernetes.Interface, i int) error {
+	ctx := context.Background()
+	name := nodeName(i)
+	now := metav1.Now()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+			"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",
+		}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: taintKey, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
+		Status: v1.NodeStatus{Conditions: []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionTrue,
+			LastHeartbeatTime: now, LastTransitionTime: now, Reason: "KubeletReady"}}},
+	}
+	got, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	if len(got.Status.Conditions) == 0 { // status dropped on create: write it as a kubelet would
+		got.Status = node.Status
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("node %s status: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func createService(client kubernetes.Interface, i int) error {
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: fmt.Sprintf("svc-%04d", i)},
+		Spec: v1.ServiceSpec{
+			Type:     v1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": fmt.Sprintf("app-%04d", i)},
+			Ports:    []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	if _, err := client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating service %s: %w", svc.Name, err)
+	}
+	return nil
+}
+
+// ---- watching for the outcome ----
+
+// watcher records when each Node got initialized and each Service got an
+// ingress IP, from informers of the test's own client.
+type watcher struct {
+	mu       sync.Mutex
+	nodes    map[string]time.Time
+	services map[string]time.Time
+}
+
+func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
+	w := &watcher{nodes: map[string]time.Time{}, services: map[string]time.Time{}}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	record := func(m map[string]time.Time, key string, ok bool) {
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		if _, seen := m[key]; !seen {
+			m[key] = time.Now()
+		}
+		w.mu.Unlock()
+	}
+	onNode := func(obj any) {
+		if n, ok := obj.(*v1.Node); ok {
+			record(w.nodes, n.Name, n.Spec.ProviderID != "" && !hasTaint(n))
+		}
+	}
+	onService := func(obj any) {
+		if s, ok := obj.(*v1.Service); ok {
+			record(w.services, s.Name, len(s.Status.LoadBalancer.Ingress) > 0 && s.Status.LoadBalancer.Ingress[0].IP != "")
+		}
+	}
+	factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onNode, UpdateFunc: func(_, obj any) { onNode(obj) }})
+	factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: onService, UpdateFunc: func(_, obj any) { onService(obj) }})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	return w
+}
+
+func hasTaint(n *v1.Node) bool {
+	return slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintKey })
+}
+
+func (w *watcher) waitNodes(t *testing.T, n int, timeout time.Duration) map[string]time.Time {
+	return w.wait(t, &w.nodes, n, timeout, "Nodes initialized")
+}
+
+func (w *watcher) waitServices(t *testing.T, n int, timeout time.Duration) map[string]time.Time {
+	return w.wait(t, &w.services, n, timeout, "Services with an ingress IP")
+}
+
+func (w *watcher) wait(t *testing.T, m *map[string]time.Time, n int, timeout time.Duration, what string) map[string]time.Time {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		got := len(*m)
+		if got >= n {
+			out := maps.Clone(*m)
+			w.mu.Unlock()
+			return out
+		}
+		w.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s only %d of %d %s", timeout, got, n, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// phase summarizes a phase that started at start, whose objects i+1 were
+// created at created[i] and done at done[name].
+func (w *watcher) phase(start time.Time, created []time.Time, done map[string]time.Time, cloud *simcloud.Cloud,
+	before simcloud.Counters, ccm *ccmProcess, cpu0 time.Duration, t *testing.T) phase {
+	var last time.Time
+	var per []time.Duration
+	for i, c := range created {
+		name := nodeName(i + 1)
+		d, ok := done[name]
+		if !ok {
+			d, ok = done[fmt.Sprintf("svc-%04d", i+1)]
+		}
+		if !ok {
+			continue
+		}
+		if d.After(last) {
+			last = d
+		}
+		per = append(per, max(d.Sub(c), 0))
+	}
+	slices.Sort(per)
+	after := cloud.Counters()
+	st := ccm.stat(t)
+	p := phase{Done: last.Sub(start), CloudRequests: diff(after.Requests, before.Requests),
+		RateLimited: after.RateLimited - before.RateLimited, CPU: st.cpu - cpu0, RSS: st.rss}
+	if len(per) > 0 {
+		p.P50, p.P99 = per[(len(per)-1)*50/100], per[(len(per)-1)*99/100]
+	}
+	return p
+}
+
+func diff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// waitRefresh waits for the node controller's periodic status refresh
+// (every --node-status-update-frequency, 5 minutes, the first at start),
+// which calls InstanceMetadata for every initialized Node: with provider
+// IDs set, that is one GET /v1/instances/{id} per Node, and nothing else
+// requests that endpoint in this scenario. It returns the pass as a phase,
+// with when it started and the CCM's CPU time then.
+func waitRefresh(t *testing.T, s settings, cloud *simcloud.Cloud, ccm *ccmProcess) (*phase, time.Time, time.Duration) {
+	const endpoint = "GET /v1/instances/{id}"
+	base := cloud.Counters()
+	timeout := 6*time.Minute + s.Timeout
+	var start time.Time
+	var cpu0 time.Duration
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		c := cloud.Counters()
+		n := c.Requests[endpoint] - base.Requests[endpoint]
+		if start.IsZero() && n > 0 {
+			start, cpu0 = time.Now(), ccm.stat(t).cpu
+		}
+		if n >= s.Nodes {
+			st := ccm.stat(t)
+			return &phase{Done: time.Since(start), CloudRequests: diff(c.Requests, base.Requests),
+				RateLimited: c.RateLimited - base.RateLimited, CPU: st.cpu - cpu0, RSS: st.rss}, start, cpu0
+		}
+	}
+	t.Fatalf("no complete node status refresh within %s", timeout)
+	return nil, time.Time{}, 0
+}
+
+// ---- the CCM process ----
+
+type ccmProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	startup time.Duration
+}
+
+type procStat struct {
+	cpu      time.Duration
+	rss, hwm int64
+}
+
+func startCCM(t *testing.T, binary, dir string, flags []string) *ccmProcess {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(binary, append(flags, fmt.Sprintf("--secure-port=%d", port))...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	start := time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); logFile.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop(t)
+		if t.Failed() {
+			t.Logf("CCM log tail:\n%s", p.logTail(40))
+		}
+	})
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		select {
+		case <-p.done:
+			t.Fatalf("CCM exited during start-up:\n%s", p.logTail(40))
+		default:
+		}
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				p.startup = time.Since(start)
+				return p
+			}
+		}
+	}
+	t.Fatalf("CCM not healthy after 2m:\n%s", p.logTail(40))
+	return nil
+}
+
+// stat reads the CCM's CPU time and memory from /proc.
+func (p *ccmProcess) stat(t *testing.T) procStat {
+	pid := p.cmd.Process.Pid
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatalf("reading the CCM's /proc stat: %v", err)
+	}
+	// Fields after the command name, which may contain spaces: state is
+	// field 3, utime 14 and stime 15 (in clock ticks of 1/100 s).
+	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	st := procStat{cpu: time.Duration(utime+stime) * 10 * time.Millisecond}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("reading the CCM's /proc status: %v", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch name {
+		case "VmRSS":
+			st.rss = kb << 10
+		case "VmHWM":
+			st.hwm = kb << 10
+		}
+	}
+	return st
+}
+
+// stop reads the final figures and stops the CCM; it is safe to call
+// twice.
+func (p *ccmProcess) stop(t *testing.T) procStat {
+	select {
+	case <-p.done:
+		return procStat{}
+	default:
+	}
+	st := p.stat(t)
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+	return st
+}
+
+func (p *ccmProcess) logTail(lines int) string {
+	b, _ := os.ReadFile(p.logPath)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
