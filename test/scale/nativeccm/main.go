@@ -11,8 +11,8 @@
 //	tokenFile: /path/to/token
 //
 // The token is read once at start (a compiled-in provider has no module
-// boundary to re-read it across). Only InstancesV2, LoadBalancer and Zones
-// are adapted; the scale test runs without the route controller.
+// boundary to re-read it across). The controllers-facing adapter is
+// runtime/provider's, over a backend that calls the provider directly.
 package main
 
 import (
@@ -22,15 +22,11 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"reflect"
 	"strings"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/app"
 	"k8s.io/cloud-provider/app/config"
 	"k8s.io/cloud-provider/names"
@@ -47,6 +43,8 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 // ProviderName is the --cloud-provider this binary registers.
@@ -110,257 +108,89 @@ func newCloud(r io.Reader) (cloudprovider.Interface, error) {
 	if err := p.Init(context.Background(), cfg.ClusterName, providerConfig); err != nil {
 		return nil, err
 	}
-	return &cloud{p: p}, nil
+	return provider.NewWithBackend(&provider.Config{ClusterName: cfg.ClusterName}, linked{p}), nil
 }
 
-// cloud adapts *simcloud.Provider, which speaks the ABI's wire types, to
-// cloudprovider.Interface, with the conversions and error mapping of
-// runtime/provider (duplicated here: that package does not export them).
-type cloud struct{ p *simcloud.Provider }
+// linked serves the ABI's methods by calling the provider directly, with
+// the SDK's own error-to-status mapping. runtime/provider puts the same
+// controllers-facing adapter over it as over a module, so the two CCMs
+// differ only in where the provider code runs.
+type linked struct{ p *simcloud.Provider }
 
-var (
-	_ cloudprovider.Interface    = (*cloud)(nil)
-	_ cloudprovider.InstancesV2  = (*cloud)(nil)
-	_ cloudprovider.LoadBalancer = (*cloud)(nil)
-	_ cloudprovider.Zones        = (*cloud)(nil)
-)
+var _ provider.Backend = linked{}
 
-func (c *cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
-func (c *cloud) ProviderName() string                                              { return ProviderName }
-func (c *cloud) HasClusterID() bool                                                { return true }
-func (c *cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool)                  { return c, true }
-func (c *cloud) Instances() (cloudprovider.Instances, bool)                        { return nil, false }
-func (c *cloud) InstancesV2() (cloudprovider.InstancesV2, bool)                    { return c, true }
-func (c *cloud) Zones() (cloudprovider.Zones, bool)                                { return c, true }
-func (c *cloud) Clusters() (cloudprovider.Clusters, bool)                          { return nil, false }
-func (c *cloud) Routes() (cloudprovider.Routes, bool)                              { return nil, false }
-
-// ---- InstancesV2 ----
-
-func (c *cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
-	n := toNode(node)
-	ok, err := c.p.InstanceExists(ctx, &n)
-	return ok && err == nil, mapError(err, false)
+func (linked) Info() host.Info {
+	return host.Info{ABIVersion: abi.Version, Capabilities: []abi.Capability{
+		abi.CapabilityInstancesV2, abi.CapabilityLoadBalancer, abi.CapabilityRoutes, abi.CapabilityZones,
+	}}
 }
 
-func (c *cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
-	n := toNode(node)
-	ok, err := c.p.InstanceShutdown(ctx, &n)
-	return ok && err == nil, mapError(err, false)
-}
+func (linked) Close(context.Context) error { return nil }
 
-func (c *cloud) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
-	n := toNode(node)
-	meta, err := c.p.InstanceMetadata(ctx, &n)
+func (l linked) Call(ctx context.Context, export string, in, out abi.Message) error {
+	err := l.dispatch(ctx, export, in, out)
 	if err != nil {
-		return nil, mapError(err, true)
+		return &host.StatusError{Export: export, Outcome: sdk.OutcomeOf(err)}
 	}
-	return &cloudprovider.InstanceMetadata{
-		ProviderID:       meta.ProviderID,
-		InstanceType:     meta.InstanceType,
-		NodeAddresses:    fromAddresses(meta.NodeAddresses),
-		Zone:             meta.Zone,
-		Region:           meta.Region,
-		AdditionalLabels: meta.AdditionalLabels,
-	}, nil
+	return nil
 }
 
-// ---- Zones ----
-
-func (c *cloud) GetZone(ctx context.Context) (cloudprovider.Zone, error) {
-	z, err := c.p.GetZone(ctx)
-	return cloudprovider.Zone{FailureDomain: z.FailureDomain, Region: z.Region}, mapError(err, true)
-}
-
-func (c *cloud) GetZoneByProviderID(ctx context.Context, providerID string) (cloudprovider.Zone, error) {
-	z, err := c.p.GetZoneByProviderID(ctx, providerID)
-	return cloudprovider.Zone{FailureDomain: z.FailureDomain, Region: z.Region}, mapError(err, true)
-}
-
-func (c *cloud) GetZoneByNodeName(ctx context.Context, nodeName types.NodeName) (cloudprovider.Zone, error) {
-	z, err := c.p.GetZoneByNodeName(ctx, string(nodeName))
-	return cloudprovider.Zone{FailureDomain: z.FailureDomain, Region: z.Region}, mapError(err, true)
-}
-
-// ---- LoadBalancer ----
-
-func (c *cloud) GetLoadBalancer(ctx context.Context, _ string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
-	s := toService(svc)
-	status, exists, err := c.p.GetLoadBalancer(ctx, "", &s)
-	if err != nil {
-		return nil, false, mapError(err, false)
-	}
-	if !exists || status == nil {
-		return nil, false, nil
-	}
-	return fromLBStatus(status), true, nil
-}
-
-func (c *cloud) GetLoadBalancerName(ctx context.Context, _ string, svc *v1.Service) string {
-	s := toService(svc)
-	if name := c.p.GetLoadBalancerName(ctx, "", &s); name != "" {
-		return name
-	}
-	return cloudprovider.DefaultLoadBalancerName(svc)
-}
-
-func (c *cloud) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	s := toService(svc)
-	status, err := c.p.EnsureLoadBalancer(ctx, clusterName, &s, toNodes(nodes))
-	if err != nil {
-		return nil, mapError(err, false)
-	}
-	if status == nil {
-		return nil, errors.New("provider answered no load balancer status")
-	}
-	return fromLBStatus(status), nil
-}
-
-func (c *cloud) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
-	s := toService(svc)
-	return mapError(c.p.UpdateLoadBalancer(ctx, clusterName, &s, toNodes(nodes)), false)
-}
-
-func (c *cloud) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
-	s := toService(svc)
-	err := mapError(c.p.EnsureLoadBalancerDeleted(ctx, clusterName, &s), false)
-	if errors.Is(err, cloudprovider.ImplementedElsewhere) {
-		return errors.New("provider answered ImplementedElsewhere to EnsureLoadBalancerDeleted")
+func (l linked) dispatch(ctx context.Context, export string, in, out abi.Message) error {
+	var err error
+	switch export {
+	case abi.ExportInstanceExists:
+		var ok bool
+		ok, err = l.p.InstanceExists(ctx, in.(*abi.Node))
+		*out.(*abi.Bool) = abi.Bool(ok)
+	case abi.ExportInstanceShutdown:
+		var ok bool
+		ok, err = l.p.InstanceShutdown(ctx, in.(*abi.Node))
+		*out.(*abi.Bool) = abi.Bool(ok)
+	case abi.ExportInstanceMetadata:
+		var meta *abi.InstanceMetadata
+		if meta, err = l.p.InstanceMetadata(ctx, in.(*abi.Node)); meta != nil {
+			*out.(*abi.InstanceMetadata) = *meta
+		}
+	case abi.ExportGetLoadBalancer:
+		req, res := in.(*abi.LoadBalancerRequest), out.(*abi.GetLoadBalancerResult)
+		var status *abi.LoadBalancerStatus
+		status, res.Exists, err = l.p.GetLoadBalancer(ctx, req.ClusterName, &req.Service)
+		if status != nil {
+			res.Status = *status
+		}
+	case abi.ExportGetLoadBalancerName:
+		req := in.(*abi.LoadBalancerRequest)
+		*out.(*abi.String) = abi.String(l.p.GetLoadBalancerName(ctx, req.ClusterName, &req.Service))
+	case abi.ExportEnsureLoadBalancer:
+		req := in.(*abi.LoadBalancerRequest)
+		var status *abi.LoadBalancerStatus
+		if status, err = l.p.EnsureLoadBalancer(ctx, req.ClusterName, &req.Service, req.Nodes); status != nil {
+			*out.(*abi.LoadBalancerStatus) = *status
+		}
+	case abi.ExportUpdateLoadBalancer:
+		req := in.(*abi.LoadBalancerRequest)
+		err = l.p.UpdateLoadBalancer(ctx, req.ClusterName, &req.Service, req.Nodes)
+	case abi.ExportEnsureLoadBalancerDeleted:
+		req := in.(*abi.LoadBalancerRequest)
+		err = l.p.EnsureLoadBalancerDeleted(ctx, req.ClusterName, &req.Service)
+	case abi.ExportListRoutes:
+		var routes []abi.Route
+		routes, err = l.p.ListRoutes(ctx, in.(*abi.RouteRequest).ClusterName)
+		*out.(*abi.Routes) = routes
+	case abi.ExportCreateRoute:
+		req := in.(*abi.RouteRequest)
+		err = l.p.CreateRoute(ctx, req.ClusterName, req.NameHint, &req.Route)
+	case abi.ExportDeleteRoute:
+		req := in.(*abi.RouteRequest)
+		err = l.p.DeleteRoute(ctx, req.ClusterName, &req.Route)
+	case abi.ExportGetZone:
+		*out.(*abi.Zone), err = l.p.GetZone(ctx)
+	case abi.ExportGetZoneByProviderID:
+		*out.(*abi.Zone), err = l.p.GetZoneByProviderID(ctx, string(*in.(*abi.String)))
+	case abi.ExportGetZoneByNodeName:
+		*out.(*abi.Zone), err = l.p.GetZoneByNodeName(ctx, string(*in.(*abi.String)))
+	default:
+		return sdk.ErrNotImplemented
 	}
 	return err
-}
-
-// ---- errors, as runtime/provider maps module statuses ----
-
-// mapError maps a provider error as runtime/provider maps the status the
-// SDK would have encoded it as. notFoundIsInstanceNotFound is true for the
-// methods whose NotFound the controllers expect as InstanceNotFound.
-func mapError(err error, notFoundIsInstanceNotFound bool) error {
-	switch {
-	case err == nil:
-		return nil
-	case retryDelay(err) > 0:
-		return api.NewRetryError(err.Error(), retryDelay(err))
-	case errors.Is(err, sdk.ErrNotFound):
-		if notFoundIsInstanceNotFound {
-			return cloudprovider.InstanceNotFound
-		}
-	case errors.Is(err, sdk.ErrNotImplemented):
-		return cloudprovider.NotImplemented
-	case errors.Is(err, sdk.ErrImplementedElsewhere):
-		return cloudprovider.ImplementedElsewhere
-	}
-	return fmt.Errorf("provider: %w", err)
-}
-
-// retryDelay returns the delay of an error made by sdk.RetryAfter, or 0.
-// The SDK keeps that type internal, so its exported After field is read by
-// reflection.
-func retryDelay(err error) time.Duration {
-	for e := err; e != nil; e = errors.Unwrap(e) {
-		v := reflect.ValueOf(e)
-		if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
-			continue
-		}
-		if f := v.Elem().FieldByName("After"); f.IsValid() && f.Type() == reflect.TypeFor[time.Duration]() {
-			return time.Duration(f.Int())
-		}
-	}
-	return 0
-}
-
-// ---- conversions (those of runtime/provider/convert.go) ----
-
-func toNode(n *v1.Node) abi.Node {
-	if n == nil {
-		return abi.Node{}
-	}
-	return abi.Node{
-		Name:        n.Name,
-		UID:         string(n.UID),
-		ProviderID:  n.Spec.ProviderID,
-		Labels:      n.Labels,
-		Annotations: n.Annotations,
-		Addresses:   toAddresses(n.Status.Addresses),
-		PodCIDRs:    n.Spec.PodCIDRs,
-	}
-}
-
-func toNodes(nodes []*v1.Node) []abi.Node {
-	out := make([]abi.Node, len(nodes))
-	for i, n := range nodes {
-		out[i] = toNode(n)
-	}
-	return out
-}
-
-func toAddresses(in []v1.NodeAddress) []abi.NodeAddress {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]abi.NodeAddress, len(in))
-	for i, a := range in {
-		out[i] = abi.NodeAddress{Type: string(a.Type), Address: a.Address}
-	}
-	return out
-}
-
-func fromAddresses(in []abi.NodeAddress) []v1.NodeAddress {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make([]v1.NodeAddress, len(in))
-	for i, a := range in {
-		out[i] = v1.NodeAddress{Type: v1.NodeAddressType(a.Type), Address: a.Address}
-	}
-	return out
-}
-
-func toService(s *v1.Service) abi.Service {
-	out := abi.Service{
-		Namespace:                s.Namespace,
-		Name:                     s.Name,
-		UID:                      string(s.UID),
-		Annotations:              s.Annotations,
-		LoadBalancerIP:           s.Spec.LoadBalancerIP,
-		ExternalTrafficPolicy:    string(s.Spec.ExternalTrafficPolicy),
-		LoadBalancerSourceRanges: s.Spec.LoadBalancerSourceRanges,
-		HealthCheckNodePort:      s.Spec.HealthCheckNodePort,
-		Status:                   toLBStatus(&s.Status.LoadBalancer),
-	}
-	if s.Spec.LoadBalancerClass != nil {
-		out.LoadBalancerClass = *s.Spec.LoadBalancerClass
-	}
-	for _, f := range s.Spec.IPFamilies {
-		out.IPFamilies = append(out.IPFamilies, string(f))
-	}
-	for _, p := range s.Spec.Ports {
-		out.Ports = append(out.Ports, abi.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, NodePort: p.NodePort})
-	}
-	return out
-}
-
-func toLBStatus(s *v1.LoadBalancerStatus) abi.LoadBalancerStatus {
-	var out abi.LoadBalancerStatus
-	for _, in := range s.Ingress {
-		ing := abi.LoadBalancerIngress{IP: in.IP, Hostname: in.Hostname}
-		if in.IPMode != nil {
-			ing.IPMode = string(*in.IPMode)
-		}
-		out.Ingress = append(out.Ingress, ing)
-	}
-	return out
-}
-
-func fromLBStatus(s *abi.LoadBalancerStatus) *v1.LoadBalancerStatus {
-	out := &v1.LoadBalancerStatus{}
-	for _, in := range s.Ingress {
-		ing := v1.LoadBalancerIngress{IP: in.IP, Hostname: in.Hostname}
-		if in.IPMode != "" {
-			mode := v1.LoadBalancerIPMode(in.IPMode)
-			ing.IPMode = &mode
-		}
-		out.Ingress = append(out.Ingress, ing)
-	}
-	return out
 }
