@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func testprovider(t *testing.T) string {
+	t.Helper()
+	path, err := wasmbuild.Build("../../runtime/host/testdata/guests/testprovider", wasmbuild.Go)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestValidate(t *testing.T) {
+	method := [2][]byte{{wt.I32, wt.I32}, {wt.I64}}
+	version2 := wt.Module{MemoryPages: 1, Funcs: []wt.Func{
+		{Export: abi.ExportABIVersion, Results: []byte{wt.I32}, Body: wt.I32Const(2)},
+		{Export: abi.ExportAlloc, Params: []byte{wt.I32}, Results: []byte{wt.I32}, Body: wt.I32Const(1024)},
+		{Export: abi.ExportInit, Params: method[0], Results: method[1], Body: wt.I64Const(0)},
+	}}
+	noAlloc := version2
+	noAlloc.Funcs = []wt.Func{version2.Funcs[0], version2.Funcs[2]}
+	noAlloc.Funcs[0].Body = wt.I32Const(abi.Version)
+	dir := t.TempDir()
+	write := func(name string, m wt.Module) string {
+		path := filepath.Join(dir, name)
+		os.WriteFile(path, m.Bytes(), 0o644)
+		return path
+	}
+
+	cases := []struct {
+		name     string
+		path     string
+		wantCode int
+		want     string
+	}{
+		{"sdk module", testprovider(t), 0, "capabilities: InstancesV2, Instances, LoadBalancer, Routes, Zones, Clusters\nvalid"},
+		{"wrong ABI version", write("v2.wasm", version2), 1, "module implements ABI version 2; this host implements version 1"},
+		{"missing export", write("noalloc.wasm", noAlloc), 1, "missing export wasmccm_alloc"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", "validate", tc.path)
+			if code != tc.wantCode || !strings.Contains(out, tc.want) {
+				t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s\nwant exit %d and %q", code, out, errOut, tc.wantCode, tc.want)
+			}
+		})
+	}
+	if code, _, errOut := runCLI(t, "", "validate", filepath.Join(dir, "absent.wasm")); code != 1 || !strings.Contains(errOut, "no such file") {
+		t.Fatalf("absent module: exit %d, %s", code, errOut)
+	}
+}
+
+func TestCall(t *testing.T) {
+	path := testprovider(t)
+	code, out, errOut := runCLI(t, `{"Name": "n1", "Labels": {"shutdown": "true"}}`, "call", path, "InstanceShutdown")
+	if code != 0 || strings.TrimSpace(out) != "true" {
+		t.Fatalf("InstanceShutdown: exit %d, %q, %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, `"host-1"`, "call", path, abi.ExportCurrentNodeName)
+	if code != 0 || strings.TrimSpace(out) != `"host-1"` {
+		t.Fatalf("by export name: exit %d, %q", code, out)
+	}
+	code, _, errOut = runCLI(t, `{"Name": "error"}`, "call", path, "InstanceExists")
+	if code != 1 || !strings.Contains(errOut, "cloud said no") {
+		t.Fatalf("error status: exit %d, %s", code, errOut)
+	}
+	code, _, errOut = runCLI(t, `{"Nmae": "typo"}`, "call", path, "InstanceExists")
+	if code != 1 || !strings.Contains(errOut, `unknown field "Nmae"`) {
+		t.Fatalf("bad input: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut = runCLI(t, "", "call", path, "Teleport"); code != 1 || !strings.Contains(errOut, `unknown method "Teleport"`) {
+		t.Fatalf("unknown method: exit %d, %s", code, errOut)
+	}
+}
