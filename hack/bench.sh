@@ -28,7 +28,9 @@ out="${BENCH_OUT:-bin/bench.txt}"
 
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(go version)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-go test ./test/bench -run '^$' -bench "$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout 3h | tee "$out"
+status=0
+go test ./test/bench -run '^$' -bench "$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout 3h | tee "$out" || status=$?
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 go run ./test/bench/report "$out"
+exit "$status"

@@ -89,7 +89,8 @@ type Instances interface {
 }
 
 // LoadBalancer mirrors cloudprovider.LoadBalancer. The Service and Nodes are
-// read-only.
+// read-only, and the Nodes carry only Name, UID, ProviderID and Addresses:
+// the list holds every Node of the cluster (abi/README.md §4).
 type LoadBalancer interface {
 	GetLoadBalancer(ctx context.Context, clusterName string, service *abi.Service) (status *abi.LoadBalancerStatus, exists bool, err error)
 	GetLoadBalancerName(ctx context.Context, clusterName string, service *abi.Service) string

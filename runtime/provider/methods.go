@@ -113,7 +113,7 @@ func (i instances) InstanceShutdownByProviderID(ctx context.Context, providerID 
 type loadBalancer struct{ *Cloud }
 
 func (l loadBalancer) request(clusterName string, svc *v1.Service, nodes []*v1.Node) *abi.LoadBalancerRequest {
-	return &abi.LoadBalancerRequest{ClusterName: clusterName, Service: toService(svc), Nodes: toNodes(nodes)}
+	return &abi.LoadBalancerRequest{ClusterName: clusterName, Service: toService(svc), Nodes: toLBNodes(nodes)}
 }
 
 func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {

@@ -339,6 +339,14 @@ func newTarget(b testing.TB, e *cloudEnv, v variant, poolSize int) target {
 // p99 of those times next to ns/op.
 func measure(b *testing.B, fn func() error) {
 	b.Helper()
+	if err := measureUntilError(b, fn); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// measureUntilError is measure, returning the first error instead of
+// failing the benchmark; nothing is reported after an error.
+func measureUntilError(b *testing.B, fn func() error) error {
 	durs := make([]time.Duration, 0, b.N)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -346,11 +354,12 @@ func measure(b *testing.B, fn func() error) {
 		err := fn()
 		durs = append(durs, time.Since(start))
 		if err != nil {
-			b.Fatal(err)
+			return err
 		}
 	}
 	b.StopTimer()
 	reportPercentiles(b, durs)
+	return nil
 }
 
 // measureParallel runs fn b.N times from callers goroutines and reports

@@ -195,12 +195,18 @@ func lbNodes(r *results) *table {
 		var p50 [3]float64
 		var ok [3]bool
 		row := []string{n}
+		present := false
 		for i, v := range variants {
 			name := "BenchmarkLoadBalancerNodes/nodes=" + n + "/" + v
+			present = present || r.runs(name) > 0
+			if len(r.metrics[name]["failed"]) > 0 {
+				row = append(row, fmt.Sprintf("failed (%d of %d runs)", len(r.metrics[name]["failed"]), r.runs(name)))
+				continue
+			}
 			p50[i], ok[i] = r.get(name, "p50-ns")
 			row = append(row, dur(p50[i], ok[i])+" (p99 "+dur(r.get(name, "p99-ns"))+")")
 		}
-		if !ok[0] && !ok[1] && !ok[2] {
+		if !present {
 			continue
 		}
 		t.rows = append(t.rows, append(row, ratio(p50[1], p50[0], ok[1], ok[0]), ratio(p50[2], p50[0], ok[2], ok[0])))
