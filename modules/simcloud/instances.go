@@ -47,24 +47,11 @@ func ParseProviderID(providerID string) (string, error) {
 func (p *Provider) instanceByID(ctx context.Context, id string) (*instance, error) {
 	what := "getting instance " + id
 	path := "/v1/instances/" + escape(id)
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
+	in, err := getOne[instance](p, ctx, what, path)
+	if err == nil && in != nil && in.ID != id {
+		return nil, errors.New("simcloud: " + what + ": GET " + path + ": the cloud answered with instance " + quote(in.ID))
 	}
-	switch {
-	case resp.StatusCode == 200:
-		var in instance
-		if err := decode(what, "GET", path, resp, &in); err != nil {
-			return nil, err
-		}
-		if in.ID != id {
-			return nil, errors.New("simcloud: " + what + ": GET " + path + ": the cloud answered with instance " + quote(in.ID))
-		}
-		return &in, nil
-	case gone(resp):
-		return nil, nil
-	}
-	return nil, failure(what, "GET", path, resp)
+	return in, err
 }
 
 // instanceByName finds the instance named name. It returns (nil, nil) only

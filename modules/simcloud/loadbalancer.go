@@ -170,22 +170,7 @@ func serviceName(svc *abi.Service) string { return svc.Namespace + "/" + svc.Nam
 // getLB fetches a load balancer; (nil, nil) means the cloud said it does
 // not exist.
 func (p *Provider) getLB(ctx context.Context, what, name string) (*loadBalancer, error) {
-	path := "/v1/loadbalancers/" + escape(name)
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case resp.StatusCode == 200:
-		var lb loadBalancer
-		if err := decode(what, "GET", path, resp, &lb); err != nil {
-			return nil, err
-		}
-		return &lb, nil
-	case gone(resp):
-		return nil, nil
-	}
-	return nil, failure(what, "GET", path, resp)
+	return getOne[loadBalancer](p, ctx, what, "/v1/loadbalancers/"+escape(name))
 }
 
 // GetLoadBalancer reports the Service's load balancer, if it exists.

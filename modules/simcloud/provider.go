@@ -278,6 +278,28 @@ func retryAfter(v string) (time.Duration, bool) {
 // proxy, a wrong endpoint path, an unknown API route) is not proof that a
 // resource is gone, and callers then report an error instead: answering
 // "gone" on a misconfiguration would delete Nodes or leak load balancers.
+// getOne fetches one resource at path into a new T. It returns (nil, nil)
+// only when the cloud answered that the resource does not exist: every
+// other failure is an error, so no caller can mistake an outage for
+// absence.
+func getOne[T any](p *Provider, ctx context.Context, what, path string) (*T, error) {
+	resp, err := p.request(ctx, what, "GET", path, nil)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case resp.StatusCode == 200:
+		v := new(T)
+		if err := decode(what, "GET", path, resp, v); err != nil {
+			return nil, err
+		}
+		return v, nil
+	case gone(resp):
+		return nil, nil
+	}
+	return nil, failure(what, "GET", path, resp)
+}
+
 func gone(resp *abi.HTTPResponse) bool {
 	if resp.StatusCode != 404 {
 		return false

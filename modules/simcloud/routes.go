@@ -155,22 +155,7 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, nameHint string, r
 // getRoute gets a route by name; (nil, nil) means the cloud said it does
 // not exist.
 func (p *Provider) getRoute(ctx context.Context, what, name string) (*route, error) {
-	path := "/v1/routes/" + escape(name)
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
-	}
-	switch {
-	case resp.StatusCode == 200:
-		var r route
-		if err := decode(what, "GET", path, resp, &r); err != nil {
-			return nil, err
-		}
-		return &r, nil
-	case gone(resp):
-		return nil, nil
-	}
-	return nil, failure(what, "GET", path, resp)
+	return getOne[route](p, ctx, what, "/v1/routes/"+escape(name))
 }
 
 // DeleteRoute deletes the route named route.Name; one already gone is
