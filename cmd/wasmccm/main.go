@@ -63,7 +63,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "wasmccm validate: want exactly one MODULE")
 		return 2
 	}
-	wasm, err := host.ReadModule(args[0], "")
+	wasm, err := provider.ReadModule(provider.ModuleConfig{Path: args[0]})
 	if err != nil {
 		fmt.Fprintln(stderr, "wasmccm:", err)
 		return 1
@@ -117,7 +117,7 @@ func call(args []string, stdin io.Reader, stdout io.Writer) error {
 	if err := readJSON(*inputPath, stdin, input); err != nil {
 		return err
 	}
-	wasm, err := host.ReadModule(modulePath, cfg.Module.SHA256)
+	wasm, err := provider.ReadModule(cfg.Module)
 	if err != nil {
 		return err
 	}

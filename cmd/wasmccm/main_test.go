@@ -90,3 +90,14 @@ func TestCall(t *testing.T) {
 		t.Fatalf("unknown method: exit %d, %s", code, errOut)
 	}
 }
+
+// TestCallAppliesModuleChecks: call loads the module through the same
+// checks as the CCM, so a pin in the cloud-config is enforced.
+func TestCallAppliesModuleChecks(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "cloud-config.yaml")
+	os.WriteFile(config, []byte("module: {path: ignored, sha256: \""+strings.Repeat("0", 64)+"\"}\n"), 0o644)
+	code, _, errOut := runCLI(t, `{"Name": "n1"}`, "call", "-config", config, testprovider(t), "InstanceExists")
+	if code != 1 || !strings.Contains(errOut, "sha256 mismatch") {
+		t.Fatalf("exit %d, %s; want the pin refused", code, errOut)
+	}
+}

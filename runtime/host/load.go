@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 )
 
@@ -16,25 +15,6 @@ import (
 const MaxModuleBytes = 64 << 20
 
 var gzipMagic = []byte{0x1f, 0x8b}
-
-// ReadModule reads a module file, .wasm or gzip-compressed (recognised by
-// its magic bytes, whatever its name). When wantSHA256 is set, the digest
-// of the file as stored must match it: the pin covers exactly the bytes an
-// operator can hash with sha256sum.
-func ReadModule(path, wantSHA256 string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading module: %w", err)
-	}
-	if err := CheckSHA256(raw, wantSHA256); err != nil {
-		return nil, fmt.Errorf("module %s: %w", path, err)
-	}
-	wasm, err := Decompress(raw)
-	if err != nil {
-		return nil, fmt.Errorf("module %s: %w", path, err)
-	}
-	return wasm, nil
-}
 
 // CheckSHA256 compares data's digest with a hex digest ("sha256:" prefix
 // optional). An empty want accepts anything.

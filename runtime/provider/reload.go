@@ -31,8 +31,15 @@ type moduleFile struct {
 	digest string
 }
 
-// readModuleFile reads the module and applies every check the config asks
-// for: sha256 pin, then signature, both over the file's bytes as stored.
+// ReadModule reads the module cfg names and applies every check it asks
+// for (sha256 pin, then signature, both over the file's bytes as stored),
+// returning the decompressed wasm. The CCM and the wasmccm tool both load
+// modules through it, so neither can skip a check the other makes.
+func ReadModule(cfg ModuleConfig) ([]byte, error) {
+	file, err := readModuleFile(cfg)
+	return file.wasm, err
+}
+
 func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
 	raw, err := os.ReadFile(cfg.Path)
 	if err != nil {

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
 
@@ -183,7 +183,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	// uncompressed is a new file with the same capabilities.
 	t.Run("hot reload of a new module", func(t *testing.T) {
 		modulePath := resolve(cfg.Module.Path)
-		wasm, err := host.ReadModule(modulePath, "")
+		wasm, err := provider.ReadModule(provider.ModuleConfig{Path: modulePath})
 		if err != nil {
 			t.Fatal(err)
 		}
