@@ -263,7 +263,7 @@ func TestCloudConfig(t *testing.T) {
 			if !ok || m.volume.ConfigMap == nil || m.volume.ConfigMap.Name != "wasm-provider-module" {
 				return fmt.Errorf("%s is not on the wasm-provider-module volume", cfg.Module.Path)
 			}
-			wasm, err := host.ReadModule(path, cfg.Module.SHA256)
+			wasm, err := provider.ReadModule(provider.ModuleConfig{Path: path, SHA256: cfg.Module.SHA256})
 			if err != nil {
 				return err
 			}
