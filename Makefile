@@ -11,8 +11,11 @@ BIN := bin
 TINYGO_WASIP1 := $(WASMCCM_CACHE)/tinygo/v0.42.0/bin/tinygo-wasip1
 MODULE_PKG := ./modules/simcloud/module
 FUZZTIME ?= 10s
-# The SDK's export bodies are reached only from wasip1 files, so the SDK is
-# checked as a wasip1 build.
+# The SDK (modules/sdk, ABI included) is its own Go module: ./... of the root
+# does not reach it, so every target runs it from its directory too. Its
+# export bodies are reached only from wasip1 files, so it is also checked as
+# a wasip1 build.
+SDK := modules/sdk
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
 .PHONY: help deps build modules test test-unit test-e2e fuzz lint demo bench scale clean
@@ -40,6 +43,7 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 
 test: deps lint ## Everything CI runs: lint, unit, end-to-end and a short fuzz run.
 	WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 $(UNIT_PKGS)
+	cd $(SDK) && $(GO) test -count=1 ./...
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 -p 1 -timeout 40m ./test/...
 	$(MAKE) fuzz
 
@@ -50,8 +54,8 @@ test-e2e: deps ## End-to-end tests only.
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 ./test/...
 
 fuzz: ## Short runs of every fuzz target.
-	$(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
+	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
+	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 
 $(STATICCHECK):
@@ -61,9 +65,13 @@ $(STATICCHECK):
 lint: $(STATICCHECK) ## gofmt, go vet (host and wasip1) and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	GOOS=wasip1 GOARCH=wasm $(GO) vet ./abi/... ./modules/...
-	$(STATICCHECK) $$($(GO) list ./... | grep -v /modules/sdk/export/)
-	GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./abi/... ./modules/...
+	cd $(SDK) && $(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./modules/...
+	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
+	$(STATICCHECK) ./...
+	cd $(SDK) && $(STATICCHECK) $$($(GO) list ./... | grep -v /export/)
+	GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./modules/...
+	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./...
 
 demo: deps ## Run the local demo: apiserver + simulated cloud + CCM with the module.
 	hack/demo.sh

@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/tetratelabs/wazero v1.12.0
+	github.com/wasmccm/wasmccm/modules/sdk v0.0.0
 	golang.org/x/time v0.14.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -107,3 +108,7 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 )
+
+// The SDK is its own module so that providers depend on it alone; here it is
+// built from this tree.
+replace github.com/wasmccm/wasmccm/modules/sdk => ./modules/sdk

@@ -120,8 +120,8 @@ func command(tc Toolchain) (name string, args, env []string, err error) {
 }
 
 // cacheKey hashes the toolchain's identity and every Go source file of the
-// module that the package can depend on: abi/, modules/ and the package
-// itself. Hashing a little too much is cheap; a stale module is not.
+// tree that the package can depend on: modules/ (the SDK module included)
+// and the package itself. Hashing a little too much is cheap; a stale module is not.
 func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error) {
 	h := sha256.New()
 	version, err := exec.Command(cmdName, "version").CombinedOutput()
@@ -130,7 +130,7 @@ func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error)
 	}
 	fmt.Fprintf(h, "%s\n%s\n%s\n", tc, version, pkgDir)
 	var files []string
-	for _, dir := range []string{filepath.Join(root, "abi"), filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
+	for _, dir := range []string{filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
 		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 			if err != nil {
 				return err
@@ -162,7 +162,7 @@ func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error)
 
 func moduleRoot(dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.Contains(b, []byte("module github.com/wasmccm/wasmccm")) {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module github.com/wasmccm/wasmccm\n")) {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {

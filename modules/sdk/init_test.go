@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 type recordingProvider struct {

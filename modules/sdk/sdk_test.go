@@ -12,24 +12,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/hosthttp"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 )
 
-// TestStandardLibraryOnly keeps the ABI and the SDK importable by TinyGo
-// and small in wasip1 builds: nothing outside the standard library.
+// TestStandardLibraryOnly keeps the SDK module, ABI included, importable by
+// TinyGo and small in wasip1 builds: nothing outside the standard library.
 func TestStandardLibraryOnly(t *testing.T) {
-	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}",
-		"github.com/wasmccm/wasmccm/abi", "github.com/wasmccm/wasmccm/modules/sdk/...")
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "./...")
 	cmd.Env = append(cmd.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if !strings.HasPrefix(pkg, "github.com/wasmccm/wasmccm/abi") && !strings.HasPrefix(pkg, "github.com/wasmccm/wasmccm/modules/sdk") {
+		if !strings.HasPrefix(pkg, "github.com/wasmccm/wasmccm/modules/sdk") {
 			t.Errorf("the SDK depends on %s", pkg)
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // instance is the part of a simcloud instance the provider reads.

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"strings"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // maxClusterPrefix bounds the cluster-name part of route names, so that a

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // maxCredentialBytes bounds one credential value.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // TestOutcomeOf checks the error-to-status mapping the ABI specifies,

@@ -1,0 +1,3 @@
+module github.com/wasmccm/wasmccm/modules/sdk
+
+go 1.24
