@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -41,9 +43,19 @@ func TestValidate(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name string, m wt.Module) string {
 		path := filepath.Join(dir, name)
-		os.WriteFile(path, m.Bytes(), 0o644)
+		wasm := m.Bytes()
+		if strings.HasSuffix(name, ".gz") {
+			var gz bytes.Buffer
+			zw := gzip.NewWriter(&gz)
+			zw.Write(wasm)
+			zw.Close()
+			wasm = gz.Bytes()
+		}
+		os.WriteFile(path, wasm, 0o644)
 		return path
 	}
+	// 600,000 empty functions: under a MB gzipped, as a ConfigMap holds it.
+	manyFuncs := wt.Module{MemoryPages: 1, Funcs: append(slices.Clone(version2.Funcs), make([]wt.Func, 600_000)...)}
 
 	cases := []struct {
 		name     string
@@ -54,6 +66,7 @@ func TestValidate(t *testing.T) {
 		{"sdk module", testprovider(t), 0, "capabilities: InstancesV2, Instances, LoadBalancer, Routes, Zones, Clusters\nvalid"},
 		{"wrong ABI version", write("v2.wasm", version2), 1, "module implements ABI version 2; this host implements version 1"},
 		{"missing export", write("noalloc.wasm", noAlloc), 1, "missing export wasmccm_alloc"},
+		{"600,000 functions", write("many.wasm.gz", manyFuncs), 1, "module defines 600003 functions, more than the 50000 the host compiles"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

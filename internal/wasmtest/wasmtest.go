@@ -165,3 +165,15 @@ func StoreBytes(addr int32, b []byte) []byte {
 	}
 	return out
 }
+
+// GrowMemoryToLimit grows memory one page at a time until memory.grow
+// refuses, writing every byte of each new page so that the host really
+// backs it: a guest whose heap grows to its cap.
+var GrowMemoryToLimit = Seq(
+	[]byte{0x02, 0x40, 0x03, 0x40},  // block, loop
+	I32Const(1), []byte{0x40, 0x00}, // memory.grow 1
+	I32Const(-1), []byte{0x46, 0x0d, 0x01}, // i32.eq, br_if 1 (out of the block)
+	[]byte{0x3f, 0x00}, I32Const(1), []byte{0x6b}, I32Const(16), []byte{0x74}, // (memory.size - 1) << 16
+	I32Const(1), I32Const(1<<16), []byte{0xfc, 0x0b, 0x00}, // memory.fill with 1, one page
+	[]byte{0x0c, 0x00, 0x0b, 0x0b}, // br 0 (loop again), end loop, end block
+)

@@ -25,11 +25,28 @@ type Config struct {
 	// Default 2048 (128 MiB).
 	MemoryLimitPages uint32
 
+	// RecycleAbovePages is the high-water mark of an instance's linear
+	// memory: after a call, an instance whose memory is larger is closed
+	// and replaced off the call path. Guest heaps (Go's, TinyGo's) never
+	// shrink, so without it every instance would keep the largest heap
+	// any call ever needed. Default: a quarter of MemoryLimitPages.
+	RecycleAbovePages uint32
+
+	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;
+	// a larger module is refused before compilation starts, with a
+	// *BoundsError. Defaults 50,000 and 32 MiB.
+	MaxFunctions int
+	MaxCodeBytes int
+	// CompileTimeout bounds compilation.
+	// Default 60s.
+	CompileTimeout time.Duration
+
 	// CompilationCacheDir, when set, keeps compiled machine code on disk so
 	// that restarts skip compilation.
 	CompilationCacheDir string
 	// CompilationWorkers is the number of goroutines compiling functions.
-	// Default: 2.
+	// Default: 2, and never fewer: wazero checks CompileTimeout between
+	// functions only when it compiles with several workers.
 	CompilationWorkers int
 
 	HTTP        HTTPConfig
@@ -76,9 +93,19 @@ func (c Config) withDefaults() Config {
 	if c.MemoryLimitPages == 0 {
 		c.MemoryLimitPages = 2048
 	}
-	if c.CompilationWorkers <= 0 {
-		c.CompilationWorkers = 2
+	if c.RecycleAbovePages == 0 {
+		c.RecycleAbovePages = c.MemoryLimitPages / 4
 	}
+	if c.MaxFunctions <= 0 {
+		c.MaxFunctions = defaultMaxFunctions
+	}
+	if c.MaxCodeBytes <= 0 {
+		c.MaxCodeBytes = defaultMaxCodeBytes
+	}
+	if c.CompileTimeout <= 0 {
+		c.CompileTimeout = 60 * time.Second
+	}
+	c.CompilationWorkers = max(c.CompilationWorkers, 2)
 	if c.HTTP.Timeout <= 0 {
 		c.HTTP.Timeout = 10 * time.Second
 	}

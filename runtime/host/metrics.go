@@ -26,6 +26,11 @@ var (
 		Help:           "Instances closed because a call trapped, timed out or broke the ABI.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module", "reason"})
+	instancesRecycled = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "instances_recycled_total",
+		Help:           "Healthy instances closed and replaced after a call because their linear memory passed the high-water mark.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
 	poolInstances = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "wasmccm", Subsystem: "module", Name: "pool_instances",
 		Help:           "Instances by state (busy, idle).",
@@ -52,7 +57,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, poolInstances,
+		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, poolInstances,
 			httpRequests, credentialReads, logDropped)
 	})
 }

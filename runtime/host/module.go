@@ -146,6 +146,9 @@ func (m *Module) compile(ctx context.Context, wasm []byte) error {
 }
 
 func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, wazero.CompiledModule, error) {
+	if err := checkBounds(wasm, cfg); err != nil {
+		return nil, nil, err
+	}
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(cfg.MemoryLimitPages)
@@ -165,9 +168,14 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 		rt.Close(ctx)
 		return nil, nil, err
 	}
-	compiled, err := rt.CompileModule(experimental.WithCompilationWorkers(ctx, cfg.CompilationWorkers), wasm)
+	compileCtx, cancel := context.WithTimeout(experimental.WithCompilationWorkers(ctx, cfg.CompilationWorkers), cfg.CompileTimeout)
+	defer cancel()
+	compiled, err := rt.CompileModule(compileCtx, wasm)
 	if err != nil {
 		rt.Close(ctx)
+		if errors.Is(compileCtx.Err(), context.DeadlineExceeded) {
+			return nil, nil, fmt.Errorf("compiling the module took longer than %s; it was abandoned", cfg.CompileTimeout)
+		}
 		return nil, nil, fmt.Errorf("invalid wasm module: %w", err)
 	}
 	return rt, compiled, nil
@@ -298,7 +306,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		WithRandSource(rand.Reader)
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
 	defer cancel()
-	mod, err := m.runtime.InstantiateModule(ctx, m.compiled, mc)
+	mod, err := m.runtime.InstantiateModule(experimental.WithMemoryAllocator(ctx, memoryAllocator), m.compiled, mc)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("instantiating module: start functions ran past %s", m.cfg.CallTimeout)
@@ -355,11 +363,15 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	} else {
 		err = m.callInstance(ctx, inst, export, in, out)
 		var failure *FailureError
-		if errors.As(err, &failure) {
+		switch {
+		case errors.As(err, &failure):
 			m.replace(inst, failure)
-			inst = nil
+			m.pool.release(nil)
+		case uint64(inst.mem.Size()) > uint64(m.cfg.RecycleAbovePages)*wasmPageSize:
+			go m.recycle(inst)
+		default:
+			m.pool.release(inst)
 		}
-		m.pool.release(inst)
 	}
 	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
 	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()
@@ -371,6 +383,27 @@ func (m *Module) replace(inst *instance, failure *FailureError) {
 	klog.InfoS("closing module instance after a failed call; the next call gets a new one",
 		"module", m.cfg.Name, "export", failure.Export, "reason", failure.Reason, "err", failure.Err)
 	inst.close(context.Background())
+}
+
+// wasmPageSize is the unit of linear memory.
+const wasmPageSize = 64 << 10
+
+// recycle closes an instance whose memory grew past the high-water mark and
+// makes its successor, keeping the instance's slot meanwhile: the call that
+// grew it has already returned, the pool never holds more instances than
+// its size, and the old memory is unmapped before the new instance exists.
+func (m *Module) recycle(inst *instance) {
+	size := inst.mem.Size()
+	inst.close(context.Background())
+	instancesRecycled.WithLabelValues(m.cfg.Name).Inc()
+	klog.V(2).InfoS("replaced a module instance whose memory passed the high-water mark",
+		"module", m.cfg.Name, "memoryBytes", size, "highWaterBytes", uint64(m.cfg.RecycleAbovePages)*wasmPageSize)
+	fresh, err := m.newInstance(context.Background())
+	if err != nil {
+		// The next call makes one and reports the error to its caller.
+		klog.ErrorS(err, "making a module instance to replace a recycled one", "module", m.cfg.Name)
+	}
+	m.pool.release(fresh)
 }
 
 func outcomeLabel(err error) string {
