@@ -18,7 +18,7 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"k8s.io/component-base/metrics/testutil"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
 
