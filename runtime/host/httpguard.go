@@ -68,16 +68,17 @@ func ParseAllowedOrigins(entries []string) (allowlist, error) {
 	return list, nil
 }
 
-// check refuses a URL whose origin is not on the list.
-func (l allowlist) check(u *url.URL) error {
+// check refuses a URL whose origin is not on the list, and returns the
+// origin of one that is.
+func (l allowlist) check(u *url.URL) (origin, error) {
 	o, err := parseOrigin(u)
 	if err != nil {
-		return &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
+		return origin{}, &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
 	}
 	if !l[o] {
-		return &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
+		return origin{}, &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
 	}
-	return nil
+	return o, nil
 }
 
 // literalIPs returns the IP literals on the list: the only way to reach an
@@ -179,7 +180,8 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 			if len(via) >= 10 {
 				return errors.New("stopped after 10 redirects")
 			}
-			return allowed.check(req.URL)
+			_, err := allowed.check(req.URL)
+			return err
 		},
 	}
 	return h, nil
@@ -193,15 +195,27 @@ func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResp
 	return resp
 }
 
+// Values of the host label of requests that reached no allowed origin. A
+// label never carries what the module wrote: a module making requests to
+// ever new host names would otherwise make ever new metric series, memory
+// the host never gets back.
+const (
+	hostLabelDenied  = "denied"
+	hostLabelInvalid = "invalid"
+)
+
+// roundTrip performs req; hostLabel is the allowed origin it went to, as
+// the operator's configuration lists it, or one of the fixed values above.
 func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp *abi.HTTPResponse, hostLabel, code string) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
-		return &abi.HTTPResponse{Error: "invalid URL: " + err.Error()}, "", "invalid"
+		return &abi.HTTPResponse{Error: "invalid URL: " + err.Error()}, hostLabelInvalid, "invalid"
 	}
-	hostLabel = u.Host
-	if err := h.allowed.check(u); err != nil {
-		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "denied"
+	dest, err := h.allowed.check(u)
+	if err != nil {
+		return &abi.HTTPResponse{Error: err.Error()}, hostLabelDenied, "denied"
 	}
+	hostLabel = dest.String()
 	timeout := h.cfg.Timeout
 	if req.TimeoutMillis > 0 {
 		timeout = min(timeout, time.Duration(req.TimeoutMillis)*time.Millisecond)

@@ -41,7 +41,7 @@ func TestAllowedOrigins(t *testing.T) {
 	}
 	for _, tc := range cases {
 		u, _ := url.Parse(tc.url)
-		if err := list.check(u); (err == nil) != tc.allow {
+		if _, err := list.check(u); (err == nil) != tc.allow {
 			t.Errorf("%s: allowed=%v, want %v (%v)", tc.url, err == nil, tc.allow, err)
 		}
 	}

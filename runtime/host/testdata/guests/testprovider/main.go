@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"time"
 
@@ -64,6 +65,15 @@ func (p *provider) misbehave(name string) {
 	case "log-flood":
 		for i := 0; i < 10000; i++ {
 			p.host.Log(abi.LogError, "flood")
+		}
+	}
+	// "http-flood-N": N requests, each to a different host name that is
+	// not allowed, as a module fishing for unbounded host state would.
+	if n, err := strconv.Atoi(strings.TrimPrefix(name, "http-flood-")); err == nil {
+		for i := 0; i < n; i++ {
+			if _, err := p.host.HTTP(&abi.HTTPRequest{URL: "http://h" + strconv.Itoa(i) + ".flood.example/"}); err == nil {
+				panic("a request to a host not allowed was made")
+			}
 		}
 	}
 }
