@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // instance is the part of a simcloud instance the provider reads.
@@ -46,7 +47,7 @@ func ParseProviderID(providerID string) (string, error) {
 // answered that the instance does not exist.
 func (p *Provider) instanceByID(ctx context.Context, id string) (*instance, error) {
 	what := "getting instance " + id
-	path := "/v1/instances/" + escape(id)
+	path := "/v1/instances/" + rest.PathEscape(id)
 	in, err := getOne[instance](p, ctx, what, path)
 	if err == nil && in != nil && in.ID != id {
 		return nil, errors.New("simcloud: " + what + ": GET " + path + ": the cloud answered with instance " + quote(in.ID))
@@ -58,25 +59,17 @@ func (p *Provider) instanceByID(ctx context.Context, id string) (*instance, erro
 // when the cloud answered with an empty list.
 func (p *Provider) instanceByName(ctx context.Context, name string) (*instance, error) {
 	what := "looking up the instance named " + quote(name)
-	path := "/v1/instances?name=" + escape(name)
 	if name == "" {
 		return nil, errors.New("simcloud: " + what + ": the node has neither a name nor a provider ID")
 	}
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, failure(what, "GET", path, resp)
-	}
 	var list []instance
-	if err := decode(what, "GET", path, resp, &list); err != nil {
+	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/v1/instances", Query: []rest.Param{{Name: "name", Value: name}}, Into: &list}); err != nil {
 		return nil, err
 	}
 	// A missing or null body decodes to a nil slice; only the documented
 	// empty array proves that there is no such instance.
 	if list == nil {
-		return nil, errors.New("simcloud: " + what + ": GET " + path + ": the cloud answered 200 without a list")
+		return nil, errors.New("simcloud: " + what + ": GET /v1/instances?name=" + rest.PathEscape(name) + ": the cloud answered 200 without a list")
 	}
 	for i := range list {
 		if list[i].Name == name {
@@ -84,7 +77,7 @@ func (p *Provider) instanceByName(ctx context.Context, name string) (*instance, 
 		}
 	}
 	if len(list) > 0 {
-		return nil, errors.New("simcloud: " + what + ": GET " + path + ": the cloud answered with instances of other names")
+		return nil, errors.New("simcloud: " + what + ": GET /v1/instances?name=" + rest.PathEscape(name) + ": the cloud answered with instances of other names")
 	}
 	return nil, nil
 }

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // Tag keys written on every load balancer, for people reading the cloud.
@@ -170,7 +172,7 @@ func serviceName(svc *abi.Service) string { return svc.Namespace + "/" + svc.Nam
 // getLB fetches a load balancer; (nil, nil) means the cloud said it does
 // not exist.
 func (p *Provider) getLB(ctx context.Context, what, name string) (*loadBalancer, error) {
-	return getOne[loadBalancer](p, ctx, what, "/v1/loadbalancers/"+escape(name))
+	return getOne[loadBalancer](p, ctx, what, "/v1/loadbalancers/"+rest.PathEscape(name))
 }
 
 // GetLoadBalancer reports the Service's load balancer, if it exists.
@@ -301,41 +303,42 @@ func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.No
 
 // listInstances lists every instance.
 func (p *Provider) listInstances(ctx context.Context, what string) ([]instance, error) {
-	const path = "/v1/instances"
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, failure(what, "GET", path, resp)
-	}
 	var list []instance
-	if err := decode(what, "GET", path, resp, &list); err != nil {
+	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/v1/instances", Into: &list}); err != nil {
 		return nil, err
 	}
 	return list, nil
 }
 
-// write sends lb with POST (create) or PUT (update) and returns the
-// response. When the cloud rejects the request as invalid (400) and the
-// targets were not verified yet, they may name an instance that was
-// terminated while its Node still exists: the targets are then checked and,
-// if that drops any, the request is sent once more.
-func (p *Provider) write(ctx context.Context, what, method string, lb *loadBalancer, svc *abi.Service, nodes []abi.Node) (*abi.HTTPResponse, string, error) {
-	path := "/v1/loadbalancers"
+// write sends lb with POST (create) or PUT (update) and decodes the cloud's
+// 2xx answer into out. A create also returns a 409 conflict as a response;
+// for an update, a 404 is an error wrapping sdk.ErrNotFound. When the cloud
+// rejects the request as invalid (400) and the targets were not verified
+// yet, they may name an instance that was terminated while its Node still
+// exists: the targets are then checked and, if that drops any, the request
+// is sent once more.
+func (p *Provider) write(ctx context.Context, what, method string, lb, out *loadBalancer, svc *abi.Service, nodes []abi.Node) (*rest.Request, *abi.HTTPResponse, error) {
+	req := &rest.Request{What: what, Method: method, Path: "/v1/loadbalancers", Into: out, Accept: []int32{400}}
 	if method == "PUT" {
-		path += "/" + escape(lb.Name)
+		req.Path += "/" + rest.PathEscape(lb.Name)
+		req.NotFound = true
+	} else {
+		req.Accept = append(req.Accept, 409)
 	}
 	for verified := false; ; verified = true {
-		resp, err := p.request(ctx, what, method, path, lb.body(method == "POST"))
-		if err != nil || resp.StatusCode != 400 || verified || len(lb.Targets) == 0 {
-			return resp, path, err
+		req.Body = lb.body(method == "POST")
+		resp, err := p.api.Do(ctx, req)
+		if err != nil || resp.StatusCode != 400 {
+			return req, resp, err
 		}
-		checked, err := p.targets(ctx, svc, nodes, true)
-		if err != nil || len(checked) == len(lb.Targets) {
-			return resp, path, nil // report the cloud's 400
+		if !verified && len(lb.Targets) > 0 {
+			checked, err := p.targets(ctx, svc, nodes, true)
+			if err == nil && len(checked) < len(lb.Targets) {
+				lb.Targets = checked
+				continue
+			}
 		}
-		lb.Targets = checked
+		return req, nil, p.api.Error(req, resp) // report the cloud's 400
 	}
 }
 
@@ -362,32 +365,25 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 		return nil, err
 	}
 	if have == nil {
-		resp, path, err := p.write(ctx, what, "POST", want, svc, nodes)
+		var lb loadBalancer
+		req, resp, err := p.write(ctx, what, "POST", want, &lb, svc, nodes)
 		if err != nil {
 			return nil, err
 		}
-		switch resp.StatusCode {
-		case 201, 200:
-			var lb loadBalancer
-			if err := decode(what, "POST", path, resp, &lb); err != nil {
-				return nil, err
-			}
+		if resp.StatusCode != 409 {
 			p.logf(abi.LogInfo, "created load balancer "+name+" with IP "+lb.IP+" for Service "+serviceName(svc))
 			return lb.status(what)
-		case 409:
-			// Either the load balancer exists after all, or the requested
-			// IP is taken; only a fresh read tells which.
-			conflict := failure(what, "POST", path, resp)
-			if have, err = p.getLB(ctx, what, name); err != nil {
-				return nil, err
-			}
-			if have == nil {
-				return nil, conflict
-			}
-			p.logf(abi.LogInfo, "load balancer "+name+" of Service "+serviceName(svc)+" already existed; updating it")
-		default:
-			return nil, failure(what, "POST", path, resp)
 		}
+		// Either the load balancer exists after all, or the requested IP
+		// is taken; only a fresh read tells which.
+		conflict := p.api.Error(req, resp)
+		if have, err = p.getLB(ctx, what, name); err != nil {
+			return nil, err
+		}
+		if have == nil {
+			return nil, conflict
+		}
+		p.logf(abi.LogInfo, "load balancer "+name+" of Service "+serviceName(svc)+" already existed; updating it")
 	}
 	if want.IP != "" && have.IP != want.IP {
 		return nil, errors.New("simcloud: " + what + ": the Service asks for IP " + want.IP + " but the load balancer has " + have.IP +
@@ -406,18 +402,12 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 
 // update replaces the load balancer's spec with want.
 func (p *Provider) update(ctx context.Context, what string, want *loadBalancer, svc *abi.Service, nodes []abi.Node) (*loadBalancer, error) {
-	resp, path, err := p.write(ctx, what, "PUT", want, svc, nodes)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		if gone(resp) {
-			return nil, errors.New("simcloud: " + what + ": PUT " + path + ": the load balancer does not exist (it is created by EnsureLoadBalancer)")
-		}
-		return nil, failure(what, "PUT", path, resp)
-	}
 	var lb loadBalancer
-	if err := decode(what, "PUT", path, resp, &lb); err != nil {
+	req, _, err := p.write(ctx, what, "PUT", want, &lb, svc, nodes)
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil, errors.New("simcloud: " + what + ": PUT " + req.Path + ": the load balancer does not exist (it is created by EnsureLoadBalancer)")
+	}
+	if err != nil {
 		return nil, err
 	}
 	if p.host.LogEnabled(abi.LogInfo) {
@@ -453,18 +443,14 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 		return err
 	}
 	what := "deleting load balancer " + name + " of Service " + serviceName(svc)
-	path := "/v1/loadbalancers/" + escape(name)
-	resp, err := p.request(ctx, what, "DELETE", path, nil)
-	if err != nil {
-		return err
-	}
-	switch {
-	case resp.StatusCode == 204 || resp.StatusCode == 200:
-		p.logf(abi.LogInfo, "deleted load balancer "+name+" of Service "+serviceName(svc))
-		return nil
-	case gone(resp):
+	_, err = p.api.Do(ctx, &rest.Request{What: what, Method: "DELETE", Path: "/v1/loadbalancers/" + rest.PathEscape(name), NotFound: true})
+	if errors.Is(err, sdk.ErrNotFound) {
 		p.logf(abi.LogDebug, "load balancer "+name+" of Service "+serviceName(svc)+" was already gone")
 		return nil
 	}
-	return failure(what, "DELETE", path, resp)
+	if err != nil {
+		return err
+	}
+	p.logf(abi.LogInfo, "deleted load balancer "+name+" of Service "+serviceName(svc))
+	return nil
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // ProviderIDPrefix is the scheme of simcloud provider IDs: instance
@@ -48,11 +49,9 @@ const DefaultTokenCredential = "token"
 // ("wasm"), which would not be simcloud's.
 type Provider struct {
 	host sdk.Host
+	api  rest.Client
 
 	cluster     string
-	endpoint    string // without a trailing slash
-	credential  string // "" sends no Authorization header
-	timeout     time.Duration
 	routePrefix string
 }
 
@@ -112,7 +111,9 @@ func (p *Provider) Init(_ context.Context, clusterName string, raw []byte) error
 			timeout = time.Millisecond
 		}
 	}
-	p.cluster, p.endpoint, p.credential, p.timeout = clusterName, endpoint, credential, timeout
+	p.cluster = clusterName
+	p.api = rest.Client{Host: p.host, Name: "simcloud", BaseURL: endpoint, Credential: credential, Timeout: timeout,
+		Absent: gone, ErrorMessage: errorMessage}
 	p.routePrefix = routePrefix(clusterName)
 	if p.host.LogEnabled(abi.LogInfo) {
 		p.host.Log(abi.LogInfo, "simcloud: using endpoint "+endpoint+" for cluster "+strconv.Quote(clusterName))
@@ -148,162 +149,33 @@ func parseEndpoint(s string) (string, error) {
 
 // ---- HTTP ----
 
-// request performs one API call. It returns the response whatever its
-// status; err is set only when no response was received, and then says
-// what was being done.
-func (p *Provider) request(ctx context.Context, what, method, path string, body []byte) (*abi.HTTPResponse, error) {
-	if p.endpoint == "" {
-		return nil, errors.New("simcloud: " + what + ": the provider was not initialized")
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, errors.New("simcloud: " + what + ": " + err.Error())
-	}
-	req := &abi.HTTPRequest{Method: method, URL: p.endpoint + path, Body: body}
-	req.Headers = append(make([]abi.Header, 0, 3), abi.Header{Name: "Accept", Value: "application/json"})
-	if body != nil {
-		req.Headers = append(req.Headers, abi.Header{Name: "Content-Type", Value: "application/json"})
-	}
-	if p.credential != "" {
-		// Read at every call: the host reads the mounted Secret each time,
-		// which is how a rotated token takes effect.
-		token, err := p.host.Credential(p.credential)
-		if err != nil {
-			return nil, errors.New("simcloud: " + what + ": reading the API token: " + err.Error())
-		}
-		token = strings.TrimSpace(token)
-		if token == "" {
-			return nil, errors.New("simcloud: " + what + ": credential " + strconv.Quote(p.credential) + " is empty")
-		}
-		req.Headers = append(req.Headers, abi.Header{Name: "Authorization", Value: "Bearer " + token})
-	}
-	timeout := p.timeout
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); timeout == 0 || left < timeout {
-			timeout = max(left, time.Millisecond)
-		}
-	}
-	if timeout > 0 {
-		req.TimeoutMillis = uint32(min(timeout.Milliseconds(), int64(^uint32(0))))
-	}
-	debug := p.host.LogEnabled(abi.LogDebug)
-	var start time.Time
-	if debug {
-		start = time.Now()
-	}
-	resp, err := p.host.HTTP(req)
-	if err == nil && resp.Error != "" {
-		err = errors.New(resp.Error) // hosts report a missing response either way
-	}
-	if err != nil {
-		if debug {
-			p.host.Log(abi.LogDebug, "simcloud: "+method+" "+path+" failed after "+time.Since(start).String()+": "+err.Error())
-		}
-		return nil, errors.New("simcloud: " + what + ": " + method + " " + path + ": no response: " + err.Error())
-	}
-	if debug {
-		p.host.Log(abi.LogDebug, "simcloud: "+method+" "+path+" -> "+strconv.Itoa(int(resp.StatusCode))+" in "+time.Since(start).String())
-	}
-	return resp, nil
-}
+// Every call goes through the SDK's rest client (p.api): 2xx and the
+// statuses a call accepts come back as responses, everything else as an
+// error that says what was being done and what the cloud answered, 429 and
+// 503 with Retry-After as sdk.RetryAfter.
 
-// failure turns an unexpected response into an error that says what was
-// being done and what the cloud answered. Throttling (429) and server
-// errors that carry Retry-After become sdk.RetryAfter errors.
-func failure(what, method, path string, resp *abi.HTTPResponse) error {
-	msg := "simcloud: " + what + ": " + method + " " + path + ": cloud answered " +
-		strconv.Itoa(int(resp.StatusCode)) + ": " + errorMessage(resp)
-	if resp.StatusCode == 401 {
-		msg += " (check the API token credential)"
-	}
-	if resp.StatusCode == 429 || resp.StatusCode >= 500 {
-		after, ok := retryAfter(resp.Header("Retry-After"))
-		if !ok && resp.StatusCode == 429 {
-			after, ok = time.Second, true
-		}
-		if ok {
-			return sdk.RetryAfter(after, msg) // the host adds the delay to the message
-		}
-	}
-	return errors.New(msg)
-}
-
-// errorMessage extracts the {"error": "..."} message of an error response,
-// or a short printable excerpt of a body in another format.
-func errorMessage(resp *abi.HTTPResponse) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(resp.Body, &e) == nil && e.Error != "" {
-		return e.Error
-	}
-	body := bytes.TrimSpace(resp.Body)
-	if len(body) == 0 {
-		return "(empty body)"
-	}
-	if len(body) > 200 {
-		body = body[:200]
-	}
-	out := make([]byte, 0, len(body)+2)
-	for _, c := range body {
-		if c < 0x20 || c >= 0x7f {
-			c = '?'
-		}
-		out = append(out, c)
-	}
-	return "unexpected body " + strconv.Quote(string(out))
-}
-
-// maxRetryAfter bounds a server-requested delay.
-const maxRetryAfter = time.Hour
-
-// retryAfter parses a Retry-After value: delay-seconds or an HTTP date.
-func retryAfter(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	var d time.Duration
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		d = time.Duration(n) * time.Second
-	} else if t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 GMT", v); err == nil {
-		d = time.Until(t)
-	} else {
-		return 0, false
-	}
-	return min(max(d, time.Second), maxRetryAfter), true
-}
-
-// gone reports whether resp is a definitive "does not exist" from the API:
-// a 404 carrying simcloud's JSON error body. A 404 from anything else (a
-// proxy, a wrong endpoint path, an unknown API route) is not proof that a
-// resource is gone, and callers then report an error instead: answering
-// "gone" on a misconfiguration would delete Nodes or leak load balancers.
 // getOne fetches one resource at path into a new T. It returns (nil, nil)
 // only when the cloud answered that the resource does not exist: every
 // other failure is an error, so no caller can mistake an outage for
 // absence.
 func getOne[T any](p *Provider, ctx context.Context, what, path string) (*T, error) {
-	resp, err := p.request(ctx, what, "GET", path, nil)
+	v := new(T)
+	_, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: path, NotFound: true, Into: v})
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	switch {
-	case resp.StatusCode == 200:
-		v := new(T)
-		if err := decode(what, "GET", path, resp, v); err != nil {
-			return nil, err
-		}
-		return v, nil
-	case gone(resp):
-		return nil, nil
-	}
-	return nil, failure(what, "GET", path, resp)
+	return v, nil
 }
 
+// gone reports whether a 404 is a definitive "does not exist" from the
+// API: one carrying simcloud's JSON error body. A 404 from anything else (a
+// proxy, a wrong endpoint path, an unknown API route) is not proof that a
+// resource is gone, and callers then report an error instead: answering
+// "gone" on a misconfiguration would delete Nodes or leak load balancers.
 func gone(resp *abi.HTTPResponse) bool {
-	if resp.StatusCode != 404 {
-		return false
-	}
 	if ct := resp.Header("Content-Type"); !strings.HasPrefix(strings.TrimSpace(ct), "application/json") {
 		return false
 	}
@@ -316,13 +188,16 @@ func gone(resp *abi.HTTPResponse) bool {
 	return !strings.HasPrefix(*e.Error, "no such endpoint")
 }
 
-// decode unmarshals a successful response body.
-func decode(what, method, path string, resp *abi.HTTPResponse, v any) error {
-	if err := json.Unmarshal(resp.Body, v); err != nil {
-		return errors.New("simcloud: " + what + ": " + method + " " + path + ": decoding the cloud's " +
-			strconv.Itoa(int(resp.StatusCode)) + " response: " + err.Error())
+// errorMessage extracts the {"error": "..."} message of an error response;
+// "" lets the rest client quote the body.
+func errorMessage(resp *abi.HTTPResponse) string {
+	var e struct {
+		Error string `json:"error"`
 	}
-	return nil
+	if json.Unmarshal(resp.Body, &e) == nil {
+		return e.Error
+	}
+	return ""
 }
 
 // ---- errors ----
@@ -343,31 +218,8 @@ func (p *Provider) logf(level abi.LogLevel, msg string) {
 	}
 }
 
-// escape percent-encodes s for use as a URL path segment or query value:
-// everything but RFC 3986's unreserved characters is escaped.
-func escape(s string) string {
-	const hex = "0123456789ABCDEF"
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if !unreserved(s[i]) {
-			n++
-		}
-	}
-	if n == 0 {
-		return s
-	}
-	out := make([]byte, 0, len(s)+2*n)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if unreserved(c) {
-			out = append(out, c)
-		} else {
-			out = append(out, '%', hex[c>>4], hex[c&15])
-		}
-	}
-	return string(out)
-}
-
+// unreserved reports RFC 3986's unreserved characters, which need no
+// escaping in a URL.
 func unreserved(c byte) bool {
 	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
 		c == '-' || c == '.' || c == '_' || c == '~'

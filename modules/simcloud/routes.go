@@ -5,7 +5,9 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // maxClusterPrefix bounds the cluster-name part of route names, so that a
@@ -73,16 +75,8 @@ func (p *Provider) routeName(nameHint string) (string, error) {
 // longer exists is reported as a blackhole, with no target node, so that
 // the route controller deletes it.
 func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error) {
-	const what, path = "listing routes", "/v1/routes"
-	resp, err := p.request(ctx, what, "GET", path, nil)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, failure(what, "GET", path, resp)
-	}
 	var list []route
-	if err := decode(what, "GET", path, resp, &list); err != nil {
+	if _, err := p.api.Do(ctx, &rest.Request{What: "listing routes", Method: "GET", Path: "/v1/routes", Into: &list}); err != nil {
 		return nil, err
 	}
 	out := make([]abi.Route, 0, len(list))
@@ -121,17 +115,13 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, nameHint string, r
 	w.key("targetName", false)
 	w.str(rt.TargetNode)
 	w.raw("}")
-	const path = "/v1/routes"
-	resp, err := p.request(ctx, what, "POST", path, w.b)
+	req := &rest.Request{What: what, Method: "POST", Path: "/v1/routes", Body: w.b, Accept: []int32{409}}
+	resp, err := p.api.Do(ctx, req)
 	if err != nil {
 		return err
 	}
-	switch resp.StatusCode {
-	case 201, 200:
-		p.logf(abi.LogInfo, "created route "+name+" for "+rt.DestinationCIDR+" to node "+quote(rt.TargetNode))
-		return nil
-	case 409:
-		conflict := failure(what, "POST", path, resp)
+	if resp.StatusCode == 409 {
+		conflict := p.api.Error(req, resp)
 		existing, err := p.getRoute(ctx, what, name)
 		if err != nil {
 			return errors.New(conflict.Error() + "; then " + err.Error())
@@ -149,13 +139,14 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, nameHint string, r
 		}
 		return conflict
 	}
-	return failure(what, "POST", path, resp)
+	p.logf(abi.LogInfo, "created route "+name+" for "+rt.DestinationCIDR+" to node "+quote(rt.TargetNode))
+	return nil
 }
 
 // getRoute gets a route by name; (nil, nil) means the cloud said it does
 // not exist.
 func (p *Provider) getRoute(ctx context.Context, what, name string) (*route, error) {
-	return getOne[route](p, ctx, what, "/v1/routes/"+escape(name))
+	return getOne[route](p, ctx, what, "/v1/routes/"+rest.PathEscape(name))
 }
 
 // DeleteRoute deletes the route named route.Name; one already gone is
@@ -165,18 +156,14 @@ func (p *Provider) DeleteRoute(ctx context.Context, _ string, rt *abi.Route) err
 	if rt.Name == "" {
 		return errors.New("simcloud: " + what + ": the route has no name")
 	}
-	path := "/v1/routes/" + escape(rt.Name)
-	resp, err := p.request(ctx, what, "DELETE", path, nil)
-	if err != nil {
-		return err
-	}
-	switch {
-	case resp.StatusCode == 204 || resp.StatusCode == 200:
-		p.logf(abi.LogInfo, "deleted route "+rt.Name+" for "+rt.DestinationCIDR)
-		return nil
-	case gone(resp):
+	_, err := p.api.Do(ctx, &rest.Request{What: what, Method: "DELETE", Path: "/v1/routes/" + rest.PathEscape(rt.Name), NotFound: true})
+	if errors.Is(err, sdk.ErrNotFound) {
 		p.logf(abi.LogDebug, "route "+rt.Name+" was already gone")
 		return nil
 	}
-	return failure(what, "DELETE", path, resp)
+	if err != nil {
+		return err
+	}
+	p.logf(abi.LogInfo, "deleted route "+rt.Name+" for "+rt.DestinationCIDR)
+	return nil
 }

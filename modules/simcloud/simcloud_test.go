@@ -173,8 +173,8 @@ func TestInit(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Init: %v", err)
 			}
-			if p.endpoint != tt.endpoint || p.credential != tt.credential || p.timeout != tt.timeout {
-				t.Errorf("got endpoint %q credential %q timeout %v", p.endpoint, p.credential, p.timeout)
+			if p.api.BaseURL != tt.endpoint || p.api.Credential != tt.credential || p.api.Timeout != tt.timeout {
+				t.Errorf("got endpoint %q credential %q timeout %v", p.api.BaseURL, p.api.Credential, p.api.Timeout)
 			}
 		})
 	}
@@ -970,32 +970,6 @@ func TestRoutePrefix(t *testing.T) {
 
 // ---- helpers ----
 
-func TestRetryAfterHeader(t *testing.T) {
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"3", 3 * time.Second, true},
-		{" 120 ", 2 * time.Minute, true},
-		{"0", time.Second, true},
-		{"999999", time.Hour, true},
-		{"", 0, false},
-		{"soon", 0, false},
-		{"-1", 0, false},
-		{time.Now().Add(-time.Minute).UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT"), time.Second, true},
-	}
-	for _, tt := range tests {
-		if got, ok := retryAfter(tt.in); got != tt.want || ok != tt.ok {
-			t.Errorf("retryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-	future := time.Now().Add(90 * time.Second).UTC().Format("Mon, 02 Jan 2006 15:04:05 GMT")
-	if got, ok := retryAfter(future); !ok || got < 80*time.Second || got > 90*time.Second {
-		t.Errorf("retryAfter(%q) = %v, %v", future, got, ok)
-	}
-}
-
 func TestJSONWriter(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uote\back`, "nl\n\r\t\x01\x1f", "ünïcödé ☃", "bad\xffutf8", "<&>"} {
 		var w jsonWriter
@@ -1019,19 +993,6 @@ func TestJSONWriter(t *testing.T) {
 	}
 	if got := string(lb.body(false)); strings.Contains(got, "ip") {
 		t.Errorf("PUT body has an ip: %s", got)
-	}
-}
-
-func TestEscape(t *testing.T) {
-	tests := []struct{ in, want string }{
-		{"node-a.example_1~", "node-a.example_1~"},
-		{"a b/c?d&e=f%", "a%20b%2Fc%3Fd%26e%3Df%25"},
-		{"ü", "%C3%BC"},
-	}
-	for _, tt := range tests {
-		if got := escape(tt.in); got != tt.want {
-			t.Errorf("escape(%q) = %q, want %q", tt.in, got, tt.want)
-		}
 	}
 }
 
