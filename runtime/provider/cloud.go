@@ -71,6 +71,9 @@ var (
 // error naming it; the CCM refuses to start rather than run without its
 // provider.
 func New(ctx context.Context, cfg *Config) (*Cloud, error) {
+	if err := applyMemoryBudget(cfg); err != nil {
+		return nil, err
+	}
 	file, err := readModuleFile(cfg.Module)
 	if err != nil {
 		return nil, err

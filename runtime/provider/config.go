@@ -49,6 +49,12 @@ type LimitsConfig struct {
 	PoolSize       int             `json:"poolSize,omitempty"`
 	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
 	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
+	// RecycleAboveMiB replaces, after its call, an instance whose linear
+	// memory grew past it. Default: a quarter of memoryLimitMiB.
+	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
+	// FitPoolToMemory lowers poolSize at start until the memory budget
+	// fits the container's limit, instead of refusing to start.
+	FitPoolToMemory bool `json:"fitPoolToMemory,omitempty"`
 }
 
 // HTTPConfig is the module's HTTP grant.
@@ -100,6 +106,9 @@ func (c *Config) validate() error {
 	if c.Limits.MemoryLimitMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
 	}
+	if c.Limits.RecycleAboveMiB > 4096 {
+		errs = append(errs, fmt.Errorf("limits.recycleAboveMiB %d exceeds wasm32's 4096", c.Limits.RecycleAboveMiB))
+	}
 	if _, err := host.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
@@ -128,6 +137,7 @@ func (c *Config) HostConfig(name string) host.Config {
 		PoolSize:            c.Limits.PoolSize,
 		CallTimeout:         c.Limits.CallTimeout.Duration,
 		MemoryLimitPages:    c.Limits.MemoryLimitMiB * 16,
+		RecycleAbovePages:   c.Limits.RecycleAboveMiB * 16,
 		CompilationCacheDir: c.Module.CompilationCacheDir,
 		HTTP: host.HTTPConfig{
 			AllowedOrigins:   c.HTTP.AllowedOrigins,

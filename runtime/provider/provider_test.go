@@ -26,6 +26,7 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
 
 func guest(t testing.TB, name string) []byte {
@@ -280,6 +281,8 @@ func TestModuleIntegrity(t *testing.T) {
 		{"signed", wasm, ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, ""},
 		{"tampered", append(append([]byte{}, wasm...), 0), ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, "signature does not verify"},
 		{"not wasm", []byte("hello"), ModuleConfig{}, "invalid wasm module"},
+		{"600,000 functions", gz(t, wt.Module{Funcs: make([]wt.Func, 600_000)}.Bytes()), ModuleConfig{},
+			"module defines 600000 functions, more than the 50000 the host compiles"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

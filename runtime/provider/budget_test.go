@@ -1,0 +1,118 @@
+package provider
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// fakeCgroups lays out files under a temporary root as /proc and /sys show
+// them, and points cgroupRoot at it for the test.
+func fakeCgroups(t *testing.T, files map[string]string) {
+	t.Helper()
+	root := t.TempDir()
+	for name, content := range files {
+		path := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	saved := cgroupRoot
+	cgroupRoot = root
+	t.Cleanup(func() { cgroupRoot = saved })
+}
+
+const (
+	v2Self = "0::/kubepods/pod1/ccm\n"
+	v1Self = "12:cpu,cpuacct:/kubepods/pod1/ccm\n4:memory:/kubepods/pod1/ccm\n0::/\n"
+)
+
+// TestMemoryBudget: the budget is checked against the limit of the
+// process's own cgroup, v1 or v2, and a configuration that does not fit is
+// refused with the numbers and the fix, or fitted when asked to.
+func TestMemoryBudget(t *testing.T) {
+	mib := func(n int) string { return itoa(n << 20) }
+	cases := []struct {
+		name     string
+		files    map[string]string
+		limits   LimitsConfig
+		reload   bool
+		wantErr  string
+		wantPool int
+	}{
+		{"v2, fits", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "", 2},
+		{"v2, defaults over the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
+			LimitsConfig{}, false,
+			"memory budget: limits.poolSize 4 x limits.memoryLimitMiB 128 + 100 MiB for the manager = 612 MiB, over the container's memory limit of 256 MiB", 0},
+		{"v2, reload doubles the instances", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, true,
+			"limits.poolSize 2 x limits.memoryLimitMiB 64 x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 356 MiB", 0},
+		{"v2, a parent's limit is lower", map[string]string{"proc/self/cgroup": v2Self,
+			"sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max", "sys/fs/cgroup/kubepods/memory.max": mib(200)},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "raise the container's memory limit to at least 228Mi", 0},
+		{"v2 namespaced: the root is the container's", map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": mib(128)},
+			LimitsConfig{PoolSize: 1, MemoryLimitMiB: 64}, false, "over the container's memory limit of 128 MiB", 0},
+		{"v2, no limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max"},
+			LimitsConfig{PoolSize: 256, MemoryLimitMiB: 4096}, false, "", 256},
+		{"v1, over the limit", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/kubepods/pod1/ccm/memory.limit_in_bytes": mib(300)},
+			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "356 MiB, over the container's memory limit of 300 MiB", 0},
+		{"v1 in a container: path absent, mount root read", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": mib(400)},
+			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "", 4},
+		{"v1, unlimited", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
+			LimitsConfig{}, false, "", 0},
+		{"fitted to the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(400)},
+			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "", 4},
+		{"fitting cannot go below one instance", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(150)},
+			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "at least 612Mi", 0},
+		{"no cgroup at all", map[string]string{}, LimitsConfig{}, false, "", 0},
+		{"malformed limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": "lots"},
+			LimitsConfig{}, false, "reading the container's memory limit", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fakeCgroups(t, tc.files)
+			cfg := &Config{Limits: tc.limits}
+			if tc.reload {
+				cfg.Module.ReloadInterval = metav1.Duration{Duration: time.Second}
+			}
+			err := applyMemoryBudget(cfg)
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.Limits.PoolSize != tc.wantPool {
+					t.Fatalf("poolSize = %d, want %d", cfg.Limits.PoolSize, tc.wantPool)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v\nwant it to contain %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestMemoryBudgetRefusesStart: the CCM's provider refuses to start, before
+// it reads the module, when its budget exceeds the cgroup's limit.
+func TestMemoryBudgetRefusesStart(t *testing.T) {
+	fakeCgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
+	cfg := &Config{Module: ModuleConfig{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
+	_, err := New(context.Background(), cfg)
+	want := "memory budget: limits.poolSize 4 x limits.memoryLimitMiB 128 + 100 MiB for the manager = 612 MiB, " +
+		"over the container's memory limit of 256 MiB"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %q", err, want)
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
