@@ -3,6 +3,8 @@ package host
 import (
 	"net/http"
 	"time"
+
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // Config is what an operator grants a module and the limits it runs under.
@@ -51,6 +53,11 @@ type Config struct {
 
 	HTTP        HTTPConfig
 	Credentials CredentialsConfig
+
+	// Log, when set, receives the module's log lines, stdout and stderr
+	// included, at every level and unthrottled, instead of klog: tools use
+	// it to show or check what a module logs.
+	Log func(level abi.LogLevel, msg string)
 }
 
 // HTTPConfig governs the http_do host function.
@@ -70,6 +77,11 @@ type HTTPConfig struct {
 	// Transport replaces the guarded network transport, for in-process
 	// tests and benchmarks; the allowlist is still enforced on URLs.
 	Transport http.RoundTripper
+	// Wrap, when set, wraps the transport (guarded or Transport), so that
+	// tools can observe every request a module makes and inject faults
+	// into it, as wasmccm test and call -trace do. The allowlist is checked
+	// before a request reaches the wrapper.
+	Wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // CredentialsConfig governs the credential host function.

@@ -16,16 +16,21 @@ const maxLogLine = 4096
 // guestLogger writes a module's log lines to klog, tagged with the module,
 // under a rate limit shared by all of the module's instances: a guest that
 // floods its log loses lines, counted in a metric, and cannot slow the CCM.
+// A tool's sink (Config.Log) takes every line instead.
 type guestLogger struct {
 	module  string
 	limiter *rate.Limiter
+	sink    func(abi.LogLevel, string)
 }
 
-func newGuestLogger(module string) *guestLogger {
-	return &guestLogger{module: module, limiter: rate.NewLimiter(100, 200)}
+func newGuestLogger(module string, sink func(abi.LogLevel, string)) *guestLogger {
+	return &guestLogger{module: module, limiter: rate.NewLimiter(100, 200), sink: sink}
 }
 
 func (g *guestLogger) enabled(level abi.LogLevel) bool {
+	if g.sink != nil {
+		return true
+	}
 	switch level {
 	case abi.LogError, abi.LogWarning:
 		return true
@@ -37,6 +42,10 @@ func (g *guestLogger) enabled(level abi.LogLevel) bool {
 }
 
 func (g *guestLogger) log(level abi.LogLevel, msg []byte) {
+	if g.sink != nil {
+		g.sink(level, string(msg))
+		return
+	}
 	if !g.enabled(level) {
 		return
 	}

@@ -173,6 +173,9 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 			TLSHandshakeTimeout: 10 * time.Second,
 		}
 	}
+	if cfg.Wrap != nil {
+		rt = cfg.Wrap(rt)
+	}
 	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
 	h.client = &http.Client{
 		Transport: rt,

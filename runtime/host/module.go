@@ -53,7 +53,7 @@ type Module struct {
 func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	cfg = cfg.withDefaults()
 	registerMetrics()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name)}
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log)}
 	var err error
 	if m.http, err = newHTTPClient(cfg.Name, cfg.HTTP); err != nil {
 		return nil, err
@@ -80,7 +80,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 // once and reads the ABI version. Every problem found is reported.
 func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	cfg := Config{Name: "validate"}.withDefaults()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name)}
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log)}
 	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
 	m.creds, _ = newCredentialStore(cfg.Name, cfg.Credentials)
 	rt, compiled, err := compile(ctx, wasm, cfg)
