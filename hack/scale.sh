@@ -23,7 +23,15 @@ export WASMCCM_SCALE_NODES="${WASMCCM_SCALE_NODES:-1000}"
 export WASMCCM_SCALE_SERVICES="${WASMCCM_SCALE_SERVICES:-200}"
 export WASMCCM_SCALE_REFRESH="${WASMCCM_SCALE_REFRESH:-1}"
 mkdir -p bin
-export WASMCCM_SCALE_OUT="${WASMCCM_SCALE_OUT:-bin/scale-${WASMCCM_SCALE_NODES}.json}"
+WASMCCM_SCALE_OUT="${WASMCCM_SCALE_OUT:-bin/scale-${WASMCCM_SCALE_NODES}.json}"
+# go test runs in the package's directory: a relative path would be
+# resolved from test/scale, where bin/ does not exist.
+case "$WASMCCM_SCALE_OUT" in
+/*) ;;
+*) WASMCCM_SCALE_OUT="$PWD/$WASMCCM_SCALE_OUT" ;;
+esac
+mkdir -p "$(dirname "$WASMCCM_SCALE_OUT")"
+export WASMCCM_SCALE_OUT
 
 echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(go version)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

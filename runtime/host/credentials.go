@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
@@ -15,19 +16,32 @@ import (
 // maxCredentialBytes bounds one credential value.
 const maxCredentialBytes = 64 << 10
 
-// credentialStore serves granted credentials from a Secret volume. Files
-// are read at every lookup: the kubelet rotates a Secret by swapping a
-// symlink, and reading through it is how rotation takes effect with no
-// restart and no cache to invalidate. A lookup is a few microseconds, small
-// next to the cloud request the credential is for.
+// credentialStore serves granted credentials from a Secret volume. The
+// kubelet rotates a Secret by writing new files and swapping a symlink, so
+// a lookup stats the path, which follows the symlink, and re-reads the
+// file only when what it finds is not the file it read last time (another
+// file, or another size or modification time): rotation takes effect at
+// the next lookup, with no restart, for one stat instead of open, stat,
+// read and close on every request. The cache holds one entry per granted
+// name, from the operator's configuration.
 type credentialStore struct {
 	module  string
 	dir     string
 	granted map[string]bool
+
+	mu    sync.Mutex
+	cache map[string]cachedCredential
+	// reads counts file reads, which tests compare with lookups.
+	reads int
+}
+
+type cachedCredential struct {
+	file  fs.FileInfo
+	value []byte
 }
 
 func newCredentialStore(module string, cfg CredentialsConfig) (*credentialStore, error) {
-	s := &credentialStore{module: module, dir: cfg.Dir, granted: map[string]bool{}}
+	s := &credentialStore{module: module, dir: cfg.Dir, granted: map[string]bool{}, cache: map[string]cachedCredential{}}
 	for _, name := range cfg.Granted {
 		if err := ValidCredentialName(name); err != nil {
 			return nil, err
@@ -54,13 +68,38 @@ func (s *credentialStore) get(name string) ([]byte, abi.Errno) {
 		credentialReads.WithLabelValues(s.module, "", "not_granted").Inc()
 		return nil, abi.ErrnoNotGranted
 	}
-	value, err := readBounded(filepath.Join(s.dir, name))
+	value, err := s.read(name)
 	if err != nil {
 		credentialReads.WithLabelValues(s.module, name, "not_found").Inc()
 		return nil, abi.ErrnoNotFound
 	}
 	credentialReads.WithLabelValues(s.module, name, "ok").Inc()
 	return value, 0
+}
+
+// read returns the credential's value, from the cache while the file is
+// the one read last. The stat comes before the read: if the file changes
+// in between, the value cached is newer than its stat, and the next lookup
+// reads again.
+func (s *credentialStore) read(name string) ([]byte, error) {
+	path := filepath.Join(s.dir, name)
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cache[name]; ok && os.SameFile(c.file, st) && c.file.Size() == st.Size() && c.file.ModTime().Equal(st.ModTime()) {
+		return c.value, nil
+	}
+	delete(s.cache, name)
+	s.reads++
+	value, err := readBounded(path)
+	if err != nil {
+		return nil, err
+	}
+	s.cache[name] = cachedCredential{file: st, value: value}
+	return value, nil
 }
 
 func readBounded(path string) ([]byte, error) {

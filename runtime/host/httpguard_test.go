@@ -152,13 +152,25 @@ func TestCredentialRotation(t *testing.T) {
 	call := func() error {
 		return f.mod.Call(context.Background(), abi.ExportInstanceMetadata, &abi.Node{Name: "n"}, &abi.InstanceMetadata{})
 	}
+	reads := func() int {
+		f.mod.creds.mu.Lock()
+		defer f.mod.creds.mu.Unlock()
+		return f.mod.creds.reads
+	}
 	rotate("wrong")
 	if err := call(); err == nil || !strings.Contains(err.Error(), "unauthorized") {
 		t.Fatalf("with a wrong token: %v", err)
 	}
 	rotate("s3cret")
-	if err := call(); err != nil {
-		t.Fatalf("after rotation back: %v", err)
+	before := reads()
+	for range 3 {
+		if err := call(); err != nil {
+			t.Fatalf("after rotation back: %v", err)
+		}
+	}
+	// Read once after the rotation, then served from the cache.
+	if n := reads() - before; n != 1 {
+		t.Fatalf("token file read %d times for 3 calls after one rotation", n)
 	}
 }
 
