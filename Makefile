@@ -18,14 +18,15 @@ FUZZTIME ?= 10s
 SDK := modules/sdk
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps build modules test test-unit test-e2e fuzz lint demo bench scale clean
+.PHONY: help deps build modules test test-unit test-e2e fuzz lint chart demo bench scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
-deps: ## Install and cache kube-apiserver, etcd and TinyGo (minutes cold, instant cached).
+deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, instant cached).
 	hack/install-e2e-deps.sh
 	hack/install-tinygo.sh
+	hack/install-helm.sh
 
 build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
@@ -41,7 +42,7 @@ modules: ## Build the simcloud provider module with standard Go and TinyGo, raw 
 # keeps their timing honest on a 2-core machine.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 
-test: deps lint ## Everything CI runs: lint, unit, end-to-end and a short fuzz run.
+test: deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run.
 	WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 $(UNIT_PKGS)
 	cd $(SDK) && $(GO) test -count=1 ./...
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 -p 1 -timeout 40m ./test/...
@@ -72,6 +73,14 @@ lint: $(STATICCHECK) ## gofmt, go vet (host and wasip1) and staticcheck.
 	cd $(SDK) && $(STATICCHECK) $$($(GO) list ./... | grep -v /export/)
 	GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./modules/...
 	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./...
+
+CHART := charts/wasm-cloud-controller-manager
+
+chart: ## helm lint and helm template of the chart (the deploy tests check what it renders).
+	@helm=$$(hack/install-helm.sh | tail -1) && \
+	  "$$helm" lint --strict $(CHART) && \
+	  "$$helm" template wasm-cloud-controller-manager $(CHART) --namespace kube-system >/dev/null && \
+	  echo "helm template $(CHART): ok"
 
 demo: deps ## Run the local demo: apiserver + simulated cloud + CCM with the module.
 	hack/demo.sh

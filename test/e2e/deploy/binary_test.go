@@ -41,7 +41,7 @@ const repoRoot = "../../.."
 // It checks what only the whole manager exercises: the flags, loading the
 // module from the cloud-config, leader election, and delegated
 // authentication and authorization of the secure port.
-func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kubernetes.Interface, sa *saClient) {
+func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kubernetes.Interface, sa *saClient, src source) {
 	if testing.Short() {
 		t.Skip("builds the manager and a module; skipped with -short")
 	}
@@ -58,9 +58,9 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	module, viaConfigMap := simcloudModule(t)
 	var all []manifest
 	if viaConfigMap {
-		all = loadManifests(t, module)
+		all = src.load(t, module)
 	} else {
-		all = loadManifests(t, gzipBytes(t, emptyModule))
+		all = src.load(t, gzipBytes(t, emptyModule))
 	}
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 	files := newPodFiles(t, all, &dep.Spec.Template.Spec)

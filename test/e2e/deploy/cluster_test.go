@@ -30,10 +30,18 @@ import (
 // saGroups are the groups of the CCM's ServiceAccount.
 var saGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + systemNamespace, "system:authenticated"}
 
-// TestOnCluster runs the manifests against a real API server with RBAC:
-// every object is accepted, and the ServiceAccount can do exactly what the
-// cloud controllers, leader election and delegated authentication need.
+// TestOnCluster runs the manifests of each source against a real API
+// server with RBAC, one fresh cluster each: every object is accepted, and
+// the ServiceAccount can do exactly what the cloud controllers, leader
+// election and delegated authentication need.
 func TestOnCluster(t *testing.T) {
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) { testOnCluster(t, src) })
+	}
+}
+
+func testOnCluster(t *testing.T, src source) {
+	all := src.load(t, gzipBytes(t, emptyModule))
 	c := cluster.StartForTest(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -41,7 +49,6 @@ func TestOnCluster(t *testing.T) {
 	admin := kubernetes.NewForConfigOrDie(adminCfg)
 	waitForBootstrap(t, ctx, admin)
 	ensureAuthenticationConfigMap(ctx, t, admin, c.Config.CAData)
-	all := loadManifests(t, gzipBytes(t, emptyModule))
 
 	t.Run("server-side dry run", func(t *testing.T) {
 		for _, m := range all {
@@ -53,26 +60,11 @@ func TestOnCluster(t *testing.T) {
 		}
 	})
 
-	t.Run("module ConfigMap size limit", func(t *testing.T) {
-		payload := make([]byte, configMapMaxBytes)
-		copy(payload, []byte{0x1f, 0x8b})
-		out, err := render(t, payload)
-		if err != nil {
-			t.Fatalf("render.sh refuses %d bytes: %v", len(payload), err)
-		}
-		docs := decodeDocuments(t, "render.sh output", out)
-		if err := create(ctx, t, adminCfg, docs[0].obj, true); err != nil {
-			t.Fatalf("the largest module render.sh accepts is refused by the API server: %v", err)
-		}
-		over := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: "wasm-provider-module", Namespace: systemNamespace},
-			BinaryData: map[string][]byte{moduleKey: append(payload, 0)},
-		}
-		_, err = admin.CoreV1().ConfigMaps(systemNamespace).Create(ctx, over, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if !apierrors.IsInvalid(err) {
-			t.Fatalf("a module one byte larger than render.sh accepts: error %v, want Invalid (the limit render.sh enforces is the API server's)", err)
-		}
-	})
+	if src.name == "kustomize" {
+		t.Run("module ConfigMap size limit", func(t *testing.T) { testConfigMapLimit(ctx, t, adminCfg, admin) })
+	} else {
+		t.Run("server-side dry run of every module source", func(t *testing.T) { testChartModuleSources(ctx, t, adminCfg) })
+	}
 
 	rbacApplied := t.Run("create ServiceAccount and RBAC", func(t *testing.T) {
 		for _, m := range all {
@@ -94,8 +86,31 @@ func TestOnCluster(t *testing.T) {
 	t.Run("leader election as the ServiceAccount", func(t *testing.T) { testLeaderElection(ctx, t, admin, sa) })
 	t.Run("delegated authentication as the ServiceAccount", func(t *testing.T) { testDelegatedAuth(ctx, t, sa) })
 	t.Run("denied to the ServiceAccount", func(t *testing.T) { testDenied(ctx, t, admin, sa) })
-	t.Run("manager binary as the ServiceAccount", func(t *testing.T) { testBinary(ctx, t, c, admin, sa) })
+	t.Run("manager binary as the ServiceAccount", func(t *testing.T) { testBinary(ctx, t, c, admin, sa, src) })
 	sa.assertNoForbidden(t)
+}
+
+// testConfigMapLimit checks that the limit render.sh enforces is the API
+// server's.
+func testConfigMapLimit(ctx context.Context, t *testing.T, adminCfg *rest.Config, admin kubernetes.Interface) {
+	payload := make([]byte, configMapMaxBytes)
+	copy(payload, []byte{0x1f, 0x8b})
+	out, err := render(t, payload)
+	if err != nil {
+		t.Fatalf("render.sh refuses %d bytes: %v", len(payload), err)
+	}
+	docs := decodeDocuments(t, "render.sh output", out)
+	if err := create(ctx, t, adminCfg, docs[0].obj, true); err != nil {
+		t.Fatalf("the largest module render.sh accepts is refused by the API server: %v", err)
+	}
+	over := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "wasm-provider-module", Namespace: systemNamespace},
+		BinaryData: map[string][]byte{moduleKey: append(payload, 0)},
+	}
+	_, err = admin.CoreV1().ConfigMaps(systemNamespace).Create(ctx, over, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("a module one byte larger than render.sh accepts: error %v, want Invalid (the limit render.sh enforces is the API server's)", err)
+	}
 }
 
 // fastClient lifts client-go's default rate limit of 5 requests a second,

@@ -1,16 +1,22 @@
-// Package deploy_test checks the example deployment in examples/deploy: that
-// every manifest is a valid object the API server accepts, that the pieces
-// agree with each other (cloud-config paths and mounts, flags and RBAC), and
-// that the RBAC is exactly what the cloud controllers need. The tests that
-// need no cluster always run; the others start etcd and kube-apiserver
-// through package cluster and skip without them.
+// Package deploy_test checks the two ways of installing the manager, the
+// kustomize manifests in examples/deploy and the Helm chart in
+// charts/wasm-cloud-controller-manager, against one set of expectations:
+// that every manifest is a valid object the API server accepts, that the
+// pieces agree with each other (cloud-config paths and mounts, flags and
+// RBAC), and that the RBAC is exactly what the cloud controllers need. The
+// chart rendered with its defaults must also equal the kustomize manifests,
+// so the two cannot drift apart. The tests that need no cluster always run
+// (the chart's need the cached helm); the others start etcd and
+// kube-apiserver through package cluster and skip without them.
 package deploy_test
 
 import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,11 +30,17 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
 
 const (
 	// manifestDir is examples/deploy, relative to this package.
 	manifestDir = "../../../examples/deploy"
+	// chartDir is the Helm chart, relative to this package.
+	chartDir = "../../../charts/wasm-cloud-controller-manager"
+	// helmVersion is the Helm that hack/install-helm.sh caches by default.
+	helmVersion = "v3.22.0"
 	// moduleTemplate is the one manifest that is a template for render.sh.
 	moduleTemplate = "module-configmap.yaml"
 	// moduleKey is the module's key in the module ConfigMap.
@@ -48,7 +60,8 @@ const (
 // emptyModule is the smallest valid wasm module: the magic and the version.
 var emptyModule = []byte{0x00, 'a', 's', 'm', 0x01, 0x00, 0x00, 0x00}
 
-// manifest is one object of one file of examples/deploy.
+// manifest is one object of one file of examples/deploy or one template
+// of the chart (named like the kustomize file it mirrors).
 type manifest struct {
 	file string
 	obj  *unstructured.Unstructured
@@ -160,6 +173,104 @@ func loadManifests(t testing.TB, module []byte) []manifest {
 	return all
 }
 
+// source is one way of producing the manifests.
+type source struct {
+	name string
+	// load returns every object, with module in the module ConfigMap.
+	load func(t testing.TB, module []byte) []manifest
+}
+
+// sources are the kustomize manifests and the chart with its defaults,
+// which every test checks alike.
+var sources = []source{
+	{name: "kustomize", load: loadManifests},
+	{name: "chart", load: func(t testing.TB, module []byte) []manifest { return renderChart(t, module) }},
+}
+
+// helmPath returns the cached helm binary; without it the test is skipped,
+// or fails under WASMCCM_E2E=1 (make test installs it first).
+func helmPath(t testing.TB) string {
+	t.Helper()
+	cache := os.Getenv("WASMCCM_CACHE")
+	if cache == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cache = filepath.Join(home, ".cache", "wasmccm")
+	}
+	path := filepath.Join(cache, "bin", "helm-"+helmVersion)
+	if _, err := os.Stat(path); err != nil {
+		if os.Getenv("WASMCCM_E2E") == "" {
+			t.Skipf("no helm (hack/install-helm.sh installs it): %v", err)
+		}
+		t.Fatalf("no helm (hack/install-helm.sh installs it): %v", err)
+	}
+	return path
+}
+
+// helm runs the cached helm with args and returns its standard output; an
+// error carries its standard error.
+func helm(t testing.TB, args ...string) ([]byte, error) {
+	t.Helper()
+	cmd := exec.Command(helmPath(t), args...)
+	// No user configuration or repositories.
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// renderChart renders the chart as `helm template` into kube-system, with
+// module as the module ConfigMap's content and set as further --set
+// arguments. Each object is named after its template's file.
+func renderChart(t testing.TB, module []byte, set ...string) []manifest {
+	t.Helper()
+	out, err := helmTemplate(t, module, set...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return splitChartOutput(t, out)
+}
+
+func helmTemplate(t testing.TB, module []byte, set ...string) ([]byte, error) {
+	t.Helper()
+	b64 := filepath.Join(t.TempDir(), "module.b64")
+	if err := os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(module)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"template", "wasm-cloud-controller-manager", chartDir, "--namespace", systemNamespace,
+		"--kube-version", cluster.KubeVersion, "--set-file", "module.configMap.base64=" + b64}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return helm(t, args...)
+}
+
+// splitChartOutput splits helm's output at its "# Source:" comments.
+func splitChartOutput(t testing.TB, out []byte) []manifest {
+	t.Helper()
+	var all []manifest
+	for _, chunk := range strings.Split("\n"+string(out), "\n---\n") {
+		if strings.TrimSpace(chunk) == "" {
+			continue
+		}
+		rest, ok := strings.CutPrefix(chunk, "# Source: ")
+		file, _, _ := strings.Cut(rest, "\n")
+		if !ok {
+			t.Fatalf("helm template output without a source comment: %.200q", chunk)
+		}
+		all = append(all, decodeDocuments(t, filepath.Base(file), []byte(chunk))...)
+	}
+	if len(all) == 0 {
+		t.Fatal("helm template rendered nothing")
+	}
+	return all
+}
+
 // find returns the object of that kind and name, failing the test if there
 // is not exactly one.
 func find(t testing.TB, all []manifest, kind, name string) *unstructured.Unstructured {
@@ -171,7 +282,7 @@ func find(t testing.TB, all []manifest, kind, name string) *unstructured.Unstruc
 		}
 	}
 	if len(found) != 1 {
-		t.Fatalf("want one %s %q in %s, found %d", kind, name, manifestDir, len(found))
+		t.Fatalf("want one %s %q, found %d", kind, name, len(found))
 	}
 	return found[0]
 }

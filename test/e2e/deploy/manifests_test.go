@@ -32,7 +32,12 @@ import (
 // TestManifestsAreValidObjects decodes every object into its Go type with
 // unknown fields rejected, and checks that the expected set is there.
 func TestManifestsAreValidObjects(t *testing.T) {
-	all := loadManifests(t, gzipBytes(t, emptyModule))
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) { testValidObjects(t, src.load(t, gzipBytes(t, emptyModule))) })
+	}
+}
+
+func testValidObjects(t *testing.T, all []manifest) {
 	for _, m := range all {
 		t.Run(m.String(), func(t *testing.T) {
 			typed(t, m.obj)
@@ -236,7 +241,12 @@ func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.
 // TestCloudConfig parses the embedded cloud-config as the CCM does and
 // checks that each path in it is what the Deployment mounts there.
 func TestCloudConfig(t *testing.T) {
-	all := loadManifests(t, gzipBytes(t, emptyModule))
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) { testCloudConfig(t, src.load(t, gzipBytes(t, emptyModule))) })
+	}
+}
+
+func testCloudConfig(t *testing.T, all []manifest) {
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 	files := newPodFiles(t, all, &dep.Spec.Template.Spec)
 	cfg := loadCloudConfig(t, all, files, dep)
@@ -350,7 +360,12 @@ func TestCloudConfig(t *testing.T) {
 // TestDeployment checks the Deployment's flags with the CCM's own flag
 // set and validation, and the pod settings the README promises.
 func TestDeployment(t *testing.T) {
-	all := loadManifests(t, gzipBytes(t, emptyModule))
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) { testDeployment(t, src.load(t, gzipBytes(t, emptyModule))) })
+	}
+}
+
+func testDeployment(t *testing.T, all []manifest) {
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 	pod := dep.Spec.Template.Spec
 	if len(pod.Containers) != 1 {
@@ -434,7 +449,7 @@ func TestDeployment(t *testing.T) {
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			if !c.ok {
-				t.Errorf("not so in deployment.yaml (args %q)", ctr.Args)
+				t.Errorf("not so in the Deployment (args %q)", ctr.Args)
 			}
 		})
 	}
