@@ -62,7 +62,7 @@ func (p *Provider) instanceByName(ctx context.Context, name string) (*instance, 
 	if name == "" {
 		return nil, errors.New("simcloud: " + what + ": the node has neither a name nor a provider ID")
 	}
-	var list []instance
+	var list instanceList
 	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/v1/instances", Query: []rest.Param{{Name: "name", Value: name}}, Into: &list}); err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 
 // Request bodies are written by hand: they are few and small, and this
 // keeps encoding out of reflection, which is slow under TinyGo. Responses
-// are decoded with encoding/json into the small structs of this package.
+// are decoded by hand as well (jsondecode.go), except error bodies.
 
 // jsonWriter appends JSON to a buffer. The caller writes the punctuation.
 type jsonWriter struct{ b []byte }

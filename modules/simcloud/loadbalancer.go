@@ -303,7 +303,7 @@ func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.No
 
 // listInstances lists every instance.
 func (p *Provider) listInstances(ctx context.Context, what string) ([]instance, error) {
-	var list []instance
+	var list instanceList
 	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/v1/instances", Into: &list}); err != nil {
 		return nil, err
 	}

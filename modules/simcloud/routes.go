@@ -75,7 +75,7 @@ func (p *Provider) routeName(nameHint string) (string, error) {
 // longer exists is reported as a blackhole, with no target node, so that
 // the route controller deletes it.
 func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error) {
-	var list []route
+	var list routeList
 	if _, err := p.api.Do(ctx, &rest.Request{What: "listing routes", Method: "GET", Path: "/v1/routes", Into: &list}); err != nil {
 		return nil, err
 	}
