@@ -2,8 +2,10 @@
 // module against the ABI and calls its methods one at a time, with the same
 // runtime and sandbox the CCM uses.
 //
+//	wasmccm init [-module PATH] NAME
 //	wasmccm validate MODULE
-//	wasmccm call [-config CLOUD-CONFIG] [-input FILE] MODULE METHOD
+//	wasmccm call [-config CLOUD-CONFIG] [-input FILE] [-trace] MODULE METHOD
+//	wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] MODULE
 //	wasmccm methods
 package main
 
@@ -27,6 +29,7 @@ import (
 func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
+  wasmccm init [-module PATH] NAME                         scaffold a provider module in ./NAME
   wasmccm validate MODULE                                  check a module against ABI v%d
   wasmccm call [-config FILE] [-input FILE|-] MODULE METHOD  call one method; input and output are JSON
   wasmccm methods                                          list the methods and their exports
@@ -39,6 +42,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	var err error
 	switch args[0] {
+	case "init":
+		err = initCommand(args[1:], stdout)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
 	case "call":

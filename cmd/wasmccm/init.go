@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"text/template"
+)
+
+// sdkVersion is the SDK release a new provider requires. The SDK is the
+// Go module github.com/wasmccm/wasmccm/modules/sdk, tagged modules/sdk/vX.Y.Z.
+const sdkVersion = "v0.1.0"
+
+//go:embed scaffold
+var scaffold embed.FS
+
+// scaffoldData fills the templates under scaffold/.
+type scaffoldData struct {
+	Name       string // provider name, as in provider IDs: mycloud
+	Package    string // Go package name: mycloud
+	Module     string // Go module path
+	SDKVersion string
+}
+
+var providerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
+
+// initCommand scaffolds a provider module in a new directory: go.mod on the
+// SDK module alone, a provider whose InstancesV2 and LoadBalancer methods
+// answer NotImplemented, a native unit test, a Makefile building with
+// TinyGo or Go, an example cloud-config and a test spec for wasmccm test.
+func initCommand(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	module := fs.String("module", "", "Go module path of the provider (default NAME)")
+	dir := fs.String("dir", "", "directory to create (default NAME)")
+	version := fs.String("sdk-version", sdkVersion, "version of github.com/wasmccm/wasmccm/modules/sdk to require")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return errors.New("init: want exactly one NAME")
+	}
+	name := fs.Arg(0)
+	if !providerName.MatchString(name) {
+		return fmt.Errorf("init: name %q must be lower-case letters, digits and dashes, starting with a letter", name)
+	}
+	data := scaffoldData{Name: name, Package: strings.ReplaceAll(name, "-", ""), Module: *module, SDKVersion: *version}
+	if data.Module == "" {
+		data.Module = name
+	}
+	if *dir == "" {
+		*dir = name
+	}
+	if entries, err := os.ReadDir(*dir); err == nil && len(entries) > 0 {
+		return fmt.Errorf("init: %s exists and is not empty", *dir)
+	}
+	files, err := renderScaffold(data)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		path := filepath.Join(*dir, f.path)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, f.content, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stdout, `created %s: the %s provider (module %s)
+next:
+  cd %s
+  go mod tidy && go test ./...
+  make module            # %s.wasm with TinyGo (make module-go: standard Go)
+  wasmccm validate %s.wasm
+  wasmccm test -config cloud-config.yaml -spec test-spec.yaml %s.wasm
+`, *dir, name, data.Module, *dir, name, name, name)
+	return nil
+}
+
+type scaffoldFile struct {
+	path    string
+	content []byte
+}
+
+// renderScaffold executes every template under scaffold/ with data, in a
+// fixed order; a file's path is its template's without ".tmpl".
+func renderScaffold(data scaffoldData) ([]scaffoldFile, error) {
+	var files []scaffoldFile
+	err := fs.WalkDir(scaffold, "scaffold", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		tmpl, err := template.ParseFS(scaffold, path)
+		if err != nil {
+			return err
+		}
+		var out bytes.Buffer
+		if err := tmpl.Execute(&out, data); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		rel := strings.TrimSuffix(strings.TrimPrefix(path, "scaffold/"), ".tmpl")
+		files = append(files, scaffoldFile{path: rel, content: out.Bytes()})
+		return nil
+	})
+	return files, err
+}
