@@ -30,6 +30,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   wasmccm init [-module PATH] NAME                         scaffold a provider module in ./NAME
+  wasmccm test [-config FILE] [-spec FILE] [-junit FILE] MODULE  conformance suite with fault injection
   wasmccm validate MODULE                                  check a module against ABI v%d
   wasmccm call [-config FILE] [-input FILE|-] MODULE METHOD  call one method; input and output are JSON
   wasmccm methods                                          list the methods and their exports
@@ -46,6 +47,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = initCommand(args[1:], stdout)
 	case "validate":
 		return validate(args[1:], stdout, stderr)
+	case "test":
+		return testCommand(args[1:], stdout, stderr)
 	case "call":
 		err = call(args[1:], stdin, stdout)
 	case "methods":

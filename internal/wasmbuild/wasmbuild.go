@@ -55,6 +55,19 @@ func TinyGoPath() (string, error) {
 	return path, nil
 }
 
+// Toolchains returns the toolchains guests are built with: Go, and TinyGo
+// when it is installed. Without TinyGo it is an error only when
+// WASMCCM_REQUIRE_TINYGO is set, as it is in CI.
+func Toolchains() ([]Toolchain, error) {
+	if _, err := TinyGoPath(); err != nil {
+		if os.Getenv("WASMCCM_REQUIRE_TINYGO") != "" {
+			return nil, err
+		}
+		return []Toolchain{Go}, nil
+	}
+	return []Toolchain{Go, TinyGo}, nil
+}
+
 var (
 	mu    sync.Mutex
 	built = map[string]string{}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/wasmccm/wasmccm/internal/conformance"
+	"github.com/wasmccm/wasmccm/runtime/provider"
+)
+
+// testCommand runs the conformance suite (package internal/conformance)
+// against the cloud the cloud-config points at, and exits 1 when a rule is
+// broken.
+func testCommand(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	configPath := fs.String("config", "", "cloud-config YAML: the module's HTTP origins, credentials and providerConfig")
+	specPath := fs.String("spec", "", "test-spec YAML: the nodes to check and the test load balancer")
+	junitPath := fs.String("junit", "", "also write the report as JUnit XML to this file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(stderr, "wasmccm test: want exactly one MODULE")
+		return 2
+	}
+	report, err := runConformance(*configPath, *specPath, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintln(stderr, "wasmccm test:", err)
+		return 1
+	}
+	if err := report.WriteText(stdout); err != nil {
+		fmt.Fprintln(stderr, "wasmccm test:", err)
+		return 1
+	}
+	if *junitPath != "" {
+		if err := writeJUnit(*junitPath, report); err != nil {
+			fmt.Fprintln(stderr, "wasmccm test:", err)
+			return 1
+		}
+	}
+	if report.Failed() > 0 {
+		return 1
+	}
+	return 0
+}
+
+func runConformance(configPath, specPath, modulePath string) (*conformance.Report, error) {
+	cfg, err := loadConfig(configPath, modulePath)
+	if err != nil {
+		return nil, err
+	}
+	spec := &conformance.Spec{}
+	if specPath != "" {
+		if spec, err = conformance.ReadSpec(specPath); err != nil {
+			return nil, err
+		}
+	}
+	wasm, err := provider.ReadModule(cfg.Module)
+	if err != nil {
+		return nil, err
+	}
+	secrets, err := grantedSecrets(cfg.Credentials)
+	if err != nil {
+		return nil, err
+	}
+	name := filepath.Base(modulePath)
+	return conformance.Run(context.Background(), conformance.Options{
+		Name: name, Wasm: wasm, Host: cfg.HostConfig(name), Spec: spec, Secrets: secrets,
+	})
+}
+
+// grantedSecrets reads the values of the granted credentials, which the
+// suite looks for where they must not appear.
+func grantedSecrets(c provider.CredentialsConfig) ([]string, error) {
+	var secrets []string
+	for _, name := range c.Granted {
+		b, err := os.ReadFile(filepath.Join(c.Dir, name))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if v := strings.TrimSpace(string(b)); v != "" {
+			secrets = append(secrets, v)
+		}
+	}
+	return secrets, nil
+}
+
+func writeJUnit(path string, report *conformance.Report) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.WriteJUnit(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

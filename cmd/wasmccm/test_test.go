@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/xml"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/conformance"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+)
+
+const simToken = "sim-token-0123456789"
+
+// simcloudEnv starts the simulated cloud with two instances and writes a
+// cloud-config granting the module its origin and token, and a test spec
+// naming both instances and a missing one. extra is appended to
+// providerConfig.
+func simcloudEnv(t *testing.T, extra string) (config, spec string) {
+	t.Helper()
+	cloud := simcloud.New(simcloud.Options{Token: simToken, Instances: []simcloud.Instance{
+		{ID: "i-0001", Name: "node-1", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateRunning,
+			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.1"}}},
+		{ID: "i-0002", Name: "node-2", Zone: "zone-b", Region: "region-1", Type: "small", State: simcloud.StateRunning,
+			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.2"}}},
+	}})
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	os.Mkdir(filepath.Join(dir, "credentials"), 0o700)
+	write("credentials/token", simToken+"\n")
+	config = write("cloud-config.yaml", `module: {path: unused.wasm}
+http: {allowedOrigins: ["`+srv.URL+`"]}
+credentials: {dir: `+filepath.Join(dir, "credentials")+`, granted: [token]}
+providerConfig: {endpoint: "`+srv.URL+`"`+extra+`}
+`)
+	spec = write("test-spec.yaml", `nodes:
+- {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1}
+- {name: node-2, exists: true}
+- {name: deleted, providerID: "simcloud://i-0099", exists: false}
+`)
+	return config, spec
+}
+
+func buildModule(t *testing.T, dir string, tc wasmbuild.Toolchain) string {
+	t.Helper()
+	path, err := wasmbuild.Build(dir, tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestConformanceSimcloud: the simcloud module passes every rule, built
+// with each toolchain, and the JUnit report says so case by case.
+func TestConformanceSimcloud(t *testing.T) {
+	tcs, err := wasmbuild.Toolchains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tcs {
+		t.Run(string(tc), func(t *testing.T) {
+			config, spec := simcloudEnv(t, "")
+			junit := filepath.Join(t.TempDir(), "report.xml")
+			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, buildModule(t, "../../modules/simcloud/module", tc))
+			if code != 0 || !strings.HasSuffix(out, "PASS\n") {
+				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			}
+			for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleLBLifecycle,
+				conformance.RuleLBIdempotent, conformance.RuleNoCredentialLeak, "faults"} {
+				if !strings.Contains(out, "ok   "+rule) {
+					t.Errorf("no passed %s check in\n%s", rule, out)
+				}
+			}
+			var report struct {
+				Suites []struct {
+					Tests    int `xml:"tests,attr"`
+					Failures int `xml:"failures,attr"`
+					Cases    []struct {
+						Name string `xml:"name,attr"`
+					} `xml:"testcase"`
+				} `xml:"testsuite"`
+			}
+			data, err := os.ReadFile(junit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := xml.Unmarshal(data, &report); err != nil {
+				t.Fatalf("JUnit report: %v\n%s", err, data)
+			}
+			if s := report.Suites; len(s) != 1 || s[0].Failures != 0 || s[0].Tests != len(s[0].Cases) || s[0].Tests != strings.Count(out, "\nok   ") {
+				t.Fatalf("JUnit report disagrees with the text one: %+v", report)
+			}
+		})
+	}
+}
+
+// TestConformanceBrokenModules: each deliberate bug fails the run, naming
+// its rule and only that rule, and the token never shows in the report.
+func TestConformanceBrokenModules(t *testing.T) {
+	broken := buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
+	tests := []struct {
+		bug, rule, evidence string
+	}{
+		{"false-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 1 of 1)\n     InstanceExists answered false"},
+		{"plain-429", conformance.RuleRetryAfter, "-> 429 (51 bytes) [injected: 429+Retry-After]"},
+		{"duplicate-lb", conformance.RuleLBIdempotent, "sent 1 create-like (POST) request(s)"},
+		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.bug, func(t *testing.T) {
+			config, spec := simcloudEnv(t, `, bug: `+tt.bug)
+			junit := filepath.Join(t.TempDir(), "report.xml")
+			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, broken)
+			if code != 1 {
+				t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
+			}
+			if !strings.Contains(out, "FAILED rules: "+tt.rule+"\n") {
+				t.Errorf("want only rule %s to fail:\n%s", tt.rule, out)
+			}
+			if !strings.Contains(out, tt.evidence) {
+				t.Errorf("report lacks %q:\n%s", tt.evidence, out)
+			}
+			data, _ := os.ReadFile(junit)
+			if !strings.Contains(string(data), `<failure message=`) || !strings.Contains(string(data), `type="`+tt.rule+`"`) {
+				t.Errorf("JUnit report has no %s failure", tt.rule)
+			}
+			if strings.Contains(out, simToken) || strings.Contains(string(data), simToken) {
+				t.Error("the report shows the token")
+			}
+		})
+	}
+}
