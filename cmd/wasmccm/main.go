@@ -32,7 +32,7 @@ const usage = `usage:
   wasmccm init [-module PATH] NAME                         scaffold a provider module in ./NAME
   wasmccm test [-config FILE] [-spec FILE] [-junit FILE] MODULE  conformance suite with fault injection
   wasmccm validate MODULE                                  check a module against ABI v%d
-  wasmccm call [-config FILE] [-input FILE|-] MODULE METHOD  call one method; input and output are JSON
+  wasmccm call [-config FILE] [-input FILE|-] [-trace] MODULE METHOD  call one method; input and output are JSON
   wasmccm methods                                          list the methods and their exports
 `
 
@@ -50,7 +50,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "test":
 		return testCommand(args[1:], stdout, stderr)
 	case "call":
-		err = call(args[1:], stdin, stdout)
+		err = call(args[1:], stdin, stdout, stderr)
 	case "methods":
 		for _, m := range abi.Methods {
 			fmt.Fprintf(stdout, "%-30s %s\n", m.Name, m.Export)
@@ -102,10 +102,11 @@ func orNone(s string) string {
 	return s
 }
 
-func call(args []string, stdin io.Reader, stdout io.Writer) error {
+func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig")
 	inputPath := fs.String("input", "-", "JSON input file, - for standard input")
+	trace := fs.Bool("trace", false, "print the module's HTTP requests (method, URL, status, duration) and log lines to standard error, credentials redacted")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -130,7 +131,15 @@ func call(args []string, stdin io.Reader, stdout io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	mod, err := host.New(ctx, wasm, cfg.HostConfig(filepath.Base(modulePath)))
+	hostConfig := cfg.HostConfig(filepath.Base(modulePath))
+	if *trace {
+		secrets, err := grantedSecrets(cfg.Credentials)
+		if err != nil {
+			return err
+		}
+		defer traceHostCalls(&hostConfig, secrets, stderr)()
+	}
+	mod, err := host.New(ctx, wasm, hostConfig)
 	if err != nil {
 		return err
 	}

@@ -141,3 +141,22 @@ func TestConformanceBrokenModules(t *testing.T) {
 		})
 	}
 }
+
+// TestCallTrace: call -trace shows each request and log line of the call,
+// with the token redacted, and leaves the JSON answer alone on stdout.
+func TestCallTrace(t *testing.T) {
+	config, _ := simcloudEnv(t, `, bug: logs-token`)
+	broken := buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
+	code, out, errOut := runCLI(t, `{"Name":"node-1","ProviderID":"simcloud://i-0001"}`, "call", "-trace", "-config", config, broken, "InstanceExists")
+	if code != 0 || out != "true\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	for _, want := range []string{"trace: http GET http://127.0.0.1:", "/v1/instances/i-0001 -> 200 (", "trace: log info: checked node-1 with token [REDACTED]"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("trace lacks %q:\n%s", want, errOut)
+		}
+	}
+	if strings.Contains(errOut, simToken) {
+		t.Errorf("trace shows the token:\n%s", errOut)
+	}
+}

@@ -106,7 +106,7 @@ type text struct{ where, s string }
 func (r *runner) logLine(level abi.LogLevel, msg string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.logs = append(r.logs, levelNames[level]+": "+msg)
+	r.logs = append(r.logs, level.String()+": "+msg)
 }
 
 func (r *runner) pass(rule, name string) {
@@ -472,8 +472,6 @@ func (r *runner) leaks() {
 	}
 	check("no credential in request URLs", inURLs)
 }
-
-var levelNames = map[abi.LogLevel]string{abi.LogError: "error", abi.LogWarning: "warning", abi.LogInfo: "info", abi.LogDebug: "debug"}
 
 func newBool() abi.Message      { return new(abi.Bool) }
 func newMetadata() abi.Message  { return &abi.InstanceMetadata{} }

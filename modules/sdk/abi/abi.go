@@ -162,6 +162,20 @@ const (
 	LogDebug
 )
 
+func (l LogLevel) String() string {
+	switch l {
+	case LogError:
+		return "error"
+	case LogWarning:
+		return "warning"
+	case LogInfo:
+		return "info"
+	case LogDebug:
+		return "debug"
+	}
+	return "LogLevel(invalid)"
+}
+
 // Status is the outcome a guest reports for a method call. It is the first
 // field of every result.
 type Status uint8
