@@ -3,6 +3,7 @@ module github.com/wasmccm/wasmccm
 go 1.26.8
 
 require (
+	github.com/hetznercloud/hcloud-go/v2 v2.36.0
 	github.com/tetratelabs/wazero v1.12.0
 	github.com/wasmccm/wasmccm/modules/sdk v0.0.0
 	golang.org/x/time v0.14.0

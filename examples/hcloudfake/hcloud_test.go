@@ -1,0 +1,289 @@
+package hcloudfake_test
+
+import (
+	"context"
+	"net"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+
+	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
+)
+
+// The fake is driven with the official hcloud-go client: whatever it
+// decodes, paginates and polls the way it does against the real API.
+
+func newClient(t *testing.T, opts hcloudfake.Options) (*hcloudfake.Cloud, *hcloud.Client) {
+	t.Helper()
+	opts.Token = "secret"
+	cloud := hcloudfake.New(opts)
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	client := hcloud.NewClient(hcloud.WithEndpoint(srv.URL+"/v1"), hcloud.WithToken("secret"),
+		hcloud.WithPollOpts(hcloud.PollOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond)}),
+		hcloud.WithRetryOpts(hcloud.RetryOpts{BackoffFunc: hcloud.ConstantBackoff(time.Millisecond), MaxRetries: 2}))
+	return cloud, client
+}
+
+func TestServers(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{ActionPolls: 2})
+	ctx := context.Background()
+	network, _, err := client.Network.Create(ctx, hcloud.NetworkCreateOpts{Name: "k8s", IPRange: mustCIDR(t, "10.0.0.0/16"),
+		Subnets: []hcloud.NetworkSubnet{{Type: hcloud.NetworkSubnetTypeCloud, IPRange: mustCIDR(t, "10.0.0.0/16"), NetworkZone: hcloud.NetworkZoneEUCentral}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		role := map[bool]string{true: "control-plane", false: "worker"}[i == 0]
+		res, _, err := client.Server.Create(ctx, hcloud.ServerCreateOpts{Name: "node-" + strconv.Itoa(i), ServerType: &hcloud.ServerType{Name: "cpx21"},
+			Location: &hcloud.Location{Name: "nbg1"}, Image: &hcloud.Image{Name: "ubuntu-24.04"}, Labels: map[string]string{"role": role},
+			Networks: []*hcloud.Network{network}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := client.Action.WaitFor(ctx, res.Action); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	all, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{ListOpts: hcloud.ListOpts{PerPage: 7}})
+	if err != nil || len(all) != 30 {
+		t.Fatalf("paginated list: %d servers, %v; want 30", len(all), err)
+	}
+	workers, err := client.Server.AllWithOpts(ctx, hcloud.ServerListOpts{ListOpts: hcloud.ListOpts{LabelSelector: "role=worker"}})
+	if err != nil || len(workers) != 29 {
+		t.Fatalf("label_selector role=worker: %d servers, %v; want 29", len(workers), err)
+	}
+
+	s, _, err := client.Server.GetByName(ctx, "node-3")
+	if err != nil || s == nil {
+		t.Fatalf("GetByName: %v, %v", s, err)
+	}
+	if s.ServerType.Name != "cpx21" || s.Location.Name != "nbg1" || s.Status != hcloud.ServerStatusRunning ||
+		s.PublicNet.IPv4.IP == nil || s.PublicNet.IPv6.Network == nil || len(s.PrivateNet) != 1 ||
+		s.PrivateNet[0].Network.ID != network.ID || s.PrivateNet[0].IP.String() != "10.0.0.5" {
+		t.Fatalf("server as hcloud-go decodes it: %+v", s)
+	}
+	if got, _, err := client.Server.GetByID(ctx, s.ID); err != nil || got.Name != "node-3" {
+		t.Fatalf("GetByID: %v, %v", got, err)
+	}
+	if got, _, err := client.Server.GetByName(ctx, "nope"); err != nil || got != nil {
+		t.Fatalf("GetByName of a missing server: %v, %v; want nil, nil", got, err)
+	}
+	if got, _, err := client.Server.GetByID(ctx, 999999); err != nil || got != nil {
+		t.Fatalf("GetByID of a missing server: %v, %v; want nil, nil (hcloud-go reads not_found)", got, err)
+	}
+
+	res, _, err := client.Server.DeleteWithResult(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.Action.WaitFor(ctx, res.Action); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := client.Server.GetByName(ctx, "node-3"); got != nil {
+		t.Fatal("deleted server still found")
+	}
+	if len(cloud.Servers()) != 29 {
+		t.Fatalf("cloud holds %d servers after a delete, want 29", len(cloud.Servers()))
+	}
+	if _, _, err := client.Server.DeleteWithResult(ctx, s); !hcloud.IsError(err, hcloud.ErrorCodeNotFound) {
+		t.Fatalf("second delete: %v, want not_found", err)
+	}
+}
+
+func TestLoadBalancerLifecycle(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{ActionPolls: 1})
+	ctx := context.Background()
+	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cloud.AddServer(hcloudfake.Server{Name: "a", Network: network.ID})
+	b, _ := cloud.AddServer(hcloudfake.Server{Name: "b", Network: network.ID})
+
+	res, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{
+		Name: "svc", LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"}, Location: &hcloud.Location{Name: "fsn1"},
+		Labels: map[string]string{"hcloud-ccm/service-uid": "uid-1"}, Network: &hcloud.Network{ID: network.ID},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, client, res.Action)
+	lb := res.LoadBalancer
+	if _, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{Name: "svc",
+		LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"}, Location: &hcloud.Location{Name: "fsn1"}}); !hcloud.IsError(err, hcloud.ErrorCodeUniquenessError) {
+		t.Fatalf("duplicate name: %v, want uniqueness_error", err)
+	}
+
+	steps := []func() (*hcloud.Action, *hcloud.Response, error){
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.AddService(ctx, lb, hcloud.LoadBalancerAddServiceOpts{Protocol: hcloud.LoadBalancerServiceProtocolTCP,
+				ListenPort: hcloud.Ptr(80), DestinationPort: hcloud.Ptr(30080),
+				HealthCheck: &hcloud.LoadBalancerAddServiceOptsHealthCheck{Protocol: hcloud.LoadBalancerServiceProtocolTCP, Port: hcloud.Ptr(30080),
+					Interval: hcloud.Ptr(15 * time.Second), Timeout: hcloud.Ptr(10 * time.Second), Retries: hcloud.Ptr(3)}})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.UpdateService(ctx, lb, 80, hcloud.LoadBalancerUpdateServiceOpts{DestinationPort: hcloud.Ptr(30081)})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.AddServerTarget(ctx, lb, hcloud.LoadBalancerAddServerTargetOpts{Server: &hcloud.Server{ID: a.ID}, UsePrivateIP: hcloud.Ptr(true)})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.AddServerTarget(ctx, lb, hcloud.LoadBalancerAddServerTargetOpts{Server: &hcloud.Server{ID: b.ID}})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.RemoveServerTarget(ctx, lb, &hcloud.Server{ID: b.ID})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.ChangeAlgorithm(ctx, lb, hcloud.LoadBalancerChangeAlgorithmOpts{Type: hcloud.LoadBalancerAlgorithmTypeLeastConnections})
+		},
+		func() (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.ChangeType(ctx, lb, hcloud.LoadBalancerChangeTypeOpts{LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb21"}})
+		},
+	}
+	for i, step := range steps {
+		action, resp, err := step()
+		if err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if resp.Header.Get("RateLimit-Limit") != "3600" || resp.Header.Get("RateLimit-Remaining") == "" {
+			t.Fatalf("step %d: RateLimit headers missing: %v", i, resp.Header)
+		}
+		waitAll(t, client, action)
+	}
+	_, _, err = client.LoadBalancer.AddServerTarget(ctx, lb, hcloud.LoadBalancerAddServerTargetOpts{Server: &hcloud.Server{ID: a.ID}})
+	if !hcloud.IsError(err, hcloud.ErrorCodeTargetAlreadyDefined) {
+		t.Fatalf("adding a target twice: %v, want target_already_defined", err)
+	}
+
+	got, _, err := client.LoadBalancer.GetByName(ctx, "svc")
+	if err != nil || got == nil {
+		t.Fatalf("GetByName: %v %v", got, err)
+	}
+	if len(got.Services) != 1 || got.Services[0].DestinationPort != 30081 || got.Services[0].HealthCheck.Interval != 15*time.Second ||
+		len(got.Targets) != 1 || got.Targets[0].Server.Server.ID != a.ID || !got.Targets[0].UsePrivateIP ||
+		got.Algorithm.Type != hcloud.LoadBalancerAlgorithmTypeLeastConnections || got.LoadBalancerType.Name != "lb21" ||
+		len(got.PrivateNet) != 1 || got.PrivateNet[0].IP.String() != "10.0.0.4" || got.PublicNet.IPv4.IP == nil {
+		t.Fatalf("load balancer as hcloud-go decodes it: %+v", got)
+	}
+	byLabel, err := client.LoadBalancer.AllWithOpts(ctx, hcloud.LoadBalancerListOpts{ListOpts: hcloud.ListOpts{LabelSelector: "hcloud-ccm/service-uid=uid-1"}})
+	if err != nil || len(byLabel) != 1 {
+		t.Fatalf("label selector: %d, %v", len(byLabel), err)
+	}
+
+	if _, err := client.LoadBalancer.Delete(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	if len(cloud.LoadBalancers()) != 0 {
+		t.Fatal("load balancer not deleted")
+	}
+	if got, _, err := client.LoadBalancer.GetByID(ctx, lb.ID); err != nil || got != nil {
+		t.Fatalf("GetByID after delete: %v %v", got, err)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{})
+	ctx := context.Background()
+	network, _ := cloud.AddNetwork("k8s", "10.0.0.0/8")
+	n := &hcloud.Network{ID: network.ID}
+	route := hcloud.NetworkRoute{Destination: mustCIDR(t, "10.244.1.0/24"), Gateway: mustIP(t, "10.0.0.2")}
+	action, _, err := client.Network.AddRoute(ctx, n, hcloud.NetworkAddRouteOpts{Route: route})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, client, action)
+	if _, _, err := client.Network.AddRoute(ctx, n, hcloud.NetworkAddRouteOpts{Route: route}); !hcloud.IsError(err, hcloud.ErrorCodeUniquenessError) {
+		t.Fatalf("duplicate route: %v", err)
+	}
+	got, _, err := client.Network.GetByID(ctx, network.ID)
+	if err != nil || len(got.Routes) != 1 || got.Routes[0].Gateway.String() != "10.0.0.2" {
+		t.Fatalf("network: %+v %v", got, err)
+	}
+	action, _, err = client.Network.DeleteRoute(ctx, n, hcloud.NetworkDeleteRouteOpts{Route: route})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, client, action)
+	if got, _ := cloud.Network(network.ID); len(got.Routes) != 0 {
+		t.Fatalf("routes after delete: %v", got.Routes)
+	}
+}
+
+func TestFaultsAndErrors(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{})
+	ctx := context.Background()
+	tests := []struct {
+		name  string
+		fault faultinject.Fault
+		code  hcloud.ErrorCode
+	}{
+		{"unauthorized", faultinject.Fault{Status: 401, Always: true}, hcloud.ErrorCodeUnauthorized},
+		{"throttled", faultinject.Fault{Status: 429, Always: true, RetryAfter: 7}, hcloud.ErrorCodeRateLimitExceeded},
+		{"server error", faultinject.Fault{Status: 500, Always: true}, hcloud.ErrorCodeServerError},
+		{"unavailable", faultinject.Fault{Status: 503, Always: true}, hcloud.ErrorCodeServiceError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.fault.Name, tt.fault.PathPrefix = tt.name, "/v1/servers"
+			if err := cloud.Faults.Add(tt.fault); err != nil {
+				t.Fatal(err)
+			}
+			defer cloud.Faults.Remove(tt.name)
+			_, resp, err := client.Server.GetByName(ctx, "x")
+			if !hcloud.IsError(err, tt.code) {
+				t.Fatalf("error %v, want code %s", err, tt.code)
+			}
+			if tt.fault.RetryAfter > 0 && resp.Header.Get("Retry-After") != strconv.Itoa(tt.fault.RetryAfter) {
+				t.Fatalf("Retry-After %q", resp.Header.Get("Retry-After"))
+			}
+		})
+	}
+	// hcloud-go retries rate_limit_exceeded: one 429 is then invisible.
+	if err := cloud.Faults.Add(faultinject.Fault{Name: "once", PathPrefix: "/v1/servers", Status: 429, FailNext: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := client.Server.GetByName(ctx, "x"); err != nil {
+		t.Fatalf("after one 429 the retry should succeed: %v", err)
+	}
+	// Latency longer than the caller's deadline is a timeout.
+	_ = cloud.Faults.Add(faultinject.Fault{Name: "slow", PathPrefix: "/v1/servers", Latency: time.Second})
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := client.Server.GetByName(short, "x"); err == nil {
+		t.Fatal("a request slower than the deadline succeeded")
+	}
+	if err := cloud.Faults.Add(faultinject.Fault{Name: "bad", Status: 302}); err == nil {
+		t.Fatal("a fault with status 302 was accepted")
+	}
+}
+
+func waitAll(t *testing.T, client *hcloud.Client, actions ...*hcloud.Action) {
+	t.Helper()
+	if err := client.Action.WaitFor(context.Background(), actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustCIDR(t *testing.T, s string) *net.IPNet {
+	t.Helper()
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func mustIP(t *testing.T, s string) net.IP {
+	t.Helper()
+	ip := net.ParseIP(s)
+	if ip == nil {
+		t.Fatalf("bad IP %q", s)
+	}
+	return ip
+}
