@@ -137,7 +137,7 @@ func (r *runner) check(rule, name, why string, o *outcome) {
 
 // outcome is what one module call answered and the requests it made.
 type outcome struct {
-	export   string
+	method   string // its name, e.g. InstanceExists
 	out      abi.Message
 	status   abi.Status
 	after    time.Duration
@@ -171,7 +171,10 @@ func (o *outcome) posts() int {
 }
 
 func (r *runner) call(export string, in abi.Message, out func() abi.Message) *outcome {
-	o := &outcome{export: export}
+	o := &outcome{method: export}
+	if m, ok := abi.LookupMethod(export); ok {
+		o.method = m.Name
+	}
 	if out != nil {
 		o.out = out()
 	}
@@ -184,7 +187,7 @@ func (r *runner) call(export string, in abi.Message, out func() abi.Message) *ou
 		o.status = abi.StatusOK
 		if o.out != nil {
 			b, _ := json.Marshal(o.out)
-			r.texts = append(r.texts, text{"the result of " + export, string(b)})
+			r.texts = append(r.texts, text{"the result of " + o.method, string(b)})
 		}
 	case errors.As(o.err, &se):
 		o.status, o.after = se.Status, se.RetryAfter
@@ -192,7 +195,7 @@ func (r *runner) call(export string, in abi.Message, out func() abi.Message) *ou
 		o.status = abi.StatusError // trap, timeout: no answer at all
 	}
 	if o.err != nil {
-		r.texts = append(r.texts, text{"the error of " + export, o.err.Error()})
+		r.texts = append(r.texts, text{"the error of " + o.method, o.err.Error()})
 	}
 	return o
 }
@@ -323,7 +326,7 @@ func (r *runner) notImplemented(o *outcome, c abi.Capability) bool {
 		return false
 	}
 	r.check(RuleCapabilities, string(c)+" is implemented",
-		fmt.Sprintf("%s answered NotImplemented, but the module exports %s, so the CCM relies on it; remove the capability's export or implement it", o.export, c), o)
+		fmt.Sprintf("%s answered NotImplemented, but the module exports %s, so the CCM relies on it; remove the capability's export or implement it", o.method, c), o)
 	return true
 }
 

@@ -1,0 +1,110 @@
+// Package quickstart runs the quick start of modules/README.md as written,
+// in an empty directory outside the repository, with the wasmccm tool built
+// from this tree and the SDK module of this tree.
+package quickstart
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+)
+
+// quickstart returns the shell commands between the quickstart markers of
+// the README.
+func quickstart(t *testing.T, readme string) string {
+	t.Helper()
+	data, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "<!-- quickstart:begin -->")
+	block, _, ok2 := strings.Cut(rest, "<!-- quickstart:end -->")
+	if !ok || !ok2 {
+		t.Fatalf("%s has no quickstart markers", readme)
+	}
+	block = strings.TrimSpace(block)
+	block = strings.TrimPrefix(block, "```sh")
+	block = strings.TrimSuffix(block, "```")
+	return block
+}
+
+func TestQuickStart(t *testing.T) {
+	if os.Getenv("WASMCCM_E2E") == "" {
+		t.Skip("set WASMCCM_E2E=1: builds modules with TinyGo and Go (a minute)")
+	}
+	tinygo, err := wasmbuild.TinyGoPath()
+	if err != nil {
+		if os.Getenv("WASMCCM_REQUIRE_TINYGO") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := quickstart(t, filepath.Join(root, "modules", "README.md"))
+
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin, "./cmd/wasmccm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building wasmccm: %v\n%s", err, out)
+	}
+	work := t.TempDir() // outside the repository, empty
+	cmd := exec.Command("bash", "-euo", "pipefail", "-xc", script)
+	cmd.Dir = work
+	cmd.Env = append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"WASMCCM_SRC="+root,
+		// hack/install-tinygo.sh's build targets Debian's wasi-libc.
+		"TINYGO="+filepath.Join(filepath.Dir(tinygo), "tinygo"), "TINYGO_TARGET=wasip1-debian",
+		// Nothing may come from the network: the SDK is all it needs.
+		"GOPROXY=off", "GOFLAGS=", "GOWORK=off",
+	)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("quick start failed: %v\n%s", err, out)
+	}
+	dir := filepath.Join(work, "mycloud")
+
+	for _, name := range []string{"mycloud.wasm", "mycloud-go.wasm", "mycloud.wasm.gz", "report.xml"} {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			t.Errorf("the quick start did not make %s: %v", name, err)
+		}
+	}
+	if !bytes.Contains(out, []byte("capabilities: InstancesV2, LoadBalancer\nvalid")) {
+		t.Errorf("validate did not pass both builds:\n%s", out)
+	}
+	report, _ := os.ReadFile(filepath.Join(dir, "report.txt"))
+	if !bytes.Contains(report, []byte("InstanceExists answered NotImplemented")) {
+		t.Errorf("wasmccm test did not name the stubs:\n%s", report)
+	}
+
+	// A provider depends on the standard library and the SDK module alone.
+	list := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}{{end}}", "./...")
+	list.Dir = dir
+	list.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOPROXY=off", "GOWORK=off")
+	deps, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(deps)), "\n") {
+		pkg, mod, _ := strings.Cut(line, " ")
+		if mod != "mycloud" && mod != "github.com/wasmccm/wasmccm/modules/sdk" {
+			t.Errorf("the provider depends on %s of module %q", pkg, mod)
+		}
+	}
+	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
+	if !bytes.Contains(gomod, []byte("require github.com/wasmccm/wasmccm/modules/sdk v")) {
+		t.Errorf("go.mod does not require the SDK module:\n%s", gomod)
+	}
+	if sum, err := os.ReadFile(filepath.Join(dir, "go.sum")); err == nil && len(bytes.TrimSpace(sum)) > 0 {
+		t.Errorf("go.sum is not empty:\n%s", sum)
+	}
+}
