@@ -7,6 +7,8 @@
 //	wasmccm call [-config CLOUD-CONFIG] [-input FILE] [-trace] MODULE METHOD
 //	wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] MODULE
 //	wasmccm methods
+//	wasmccm push [-docker-config FILE] MODULE REF
+//	wasmccm pull [-docker-config FILE] [-allow-tags] [-o FILE] REF
 package main
 
 import (
@@ -34,6 +36,8 @@ const usage = `usage:
   wasmccm validate MODULE                                  check a module against ABI v%d
   wasmccm call [-config FILE] [-input FILE|-] [-trace] MODULE METHOD  call one method; input and output are JSON
   wasmccm methods                                          list the methods and their exports
+  wasmccm push [-docker-config FILE] MODULE REF            push a module as a Wasm OCI artifact; prints REPO@sha256:DIGEST
+  wasmccm pull [-docker-config FILE] [-allow-tags] [-o FILE] REF  pull a module, checked against the digest in REF
 `
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -51,6 +55,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return testCommand(args[1:], stdout, stderr)
 	case "call":
 		err = call(args[1:], stdin, stdout, stderr)
+	case "push":
+		err = push(args[1:], stdout)
+	case "pull":
+		err = pull(args[1:], stdout)
 	case "methods":
 		for _, m := range abi.Methods {
 			fmt.Fprintf(stdout, "%-30s %s\n", m.Name, m.Export)
