@@ -31,11 +31,13 @@ deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, 
 build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-modules: ## Build the simcloud provider module with standard Go and TinyGo, raw and gzipped.
+modules: ## Build the simcloud and hcloud provider modules with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/simcloud-go.wasm $(MODULE_PKG)
 	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $(BIN)/simcloud-tinygo.wasm $(MODULE_PKG)
-	gzip -9 -k -f $(BIN)/simcloud-go.wasm $(BIN)/simcloud-tinygo.wasm
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/hcloud-go.wasm ./modules/hcloud/module
+	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $(BIN)/hcloud-tinygo.wasm ./modules/hcloud/module
+	gzip -9 -k -f $(BIN)/simcloud-go.wasm $(BIN)/simcloud-tinygo.wasm $(BIN)/hcloud-go.wasm $(BIN)/hcloud-tinygo.wasm
 	@ls -l $(BIN)/*.wasm $(BIN)/*.wasm.gz
 
 # End-to-end packages each start an API server; running them one at a time

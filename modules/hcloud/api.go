@@ -1,0 +1,229 @@
+package hcloud
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
+)
+
+// The API objects, reduced to the fields this provider reads. The API's
+// full types are hcloud-go's hcloud/schema; these are kept small because
+// decoding runs inside the guest.
+
+type server struct {
+	ID        int64  `json:"id"`
+	Name      string `json:"name"`
+	Status    string `json:"status"`
+	PublicNet struct {
+		IPv4 *struct {
+			IP string `json:"ip"`
+		} `json:"ipv4"`
+		IPv6 *struct {
+			IP string `json:"ip"` // a /64 network
+		} `json:"ipv6"`
+	} `json:"public_net"`
+	PrivateNet []privateNet `json:"private_net"`
+	ServerType struct {
+		Name string `json:"name"`
+	} `json:"server_type"`
+	Location struct {
+		Name string `json:"name"`
+	} `json:"location"`
+}
+
+type privateNet struct {
+	Network int64  `json:"network"`
+	IP      string `json:"ip"`
+}
+
+type loadBalancer struct {
+	ID        int64             `json:"id"`
+	Name      string            `json:"name"`
+	Labels    map[string]string `json:"labels"`
+	PublicNet struct {
+		Enabled bool `json:"enabled"`
+		IPv4    struct {
+			IP string `json:"ip"`
+		} `json:"ipv4"`
+		IPv6 struct {
+			IP string `json:"ip"`
+		} `json:"ipv6"`
+	} `json:"public_net"`
+	PrivateNet       []privateNet `json:"private_net"`
+	LoadBalancerType struct {
+		Name       string `json:"name"`
+		MaxTargets int    `json:"max_targets"`
+	} `json:"load_balancer_type"`
+	Algorithm struct {
+		Type string `json:"type"`
+	} `json:"algorithm"`
+	Services []struct {
+		ListenPort int `json:"listen_port"`
+	} `json:"services"`
+	Targets []struct {
+		Type   string `json:"type"`
+		Server *struct {
+			ID int64 `json:"id"`
+		} `json:"server"`
+		UsePrivateIP bool `json:"use_private_ip"`
+	} `json:"targets"`
+}
+
+type network struct {
+	ID      int64          `json:"id"`
+	Name    string         `json:"name"`
+	IPRange string         `json:"ip_range"`
+	Routes  []networkRoute `json:"routes"`
+}
+
+type networkRoute struct {
+	Destination string `json:"destination"`
+	Gateway     string `json:"gateway"`
+}
+
+type action struct {
+	ID      int64  `json:"id"`
+	Command string `json:"command"`
+	Status  string `json:"status"`
+	Error   *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// getByID fetches /<kind>/<id> and decodes the object under key. It
+// returns found=false only for the API's own not_found answer.
+func getByID[T any](ctx context.Context, p *Provider, what, kind, key string, id int64) (*T, bool, error) {
+	var body map[string]json.RawMessage
+	_, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/" + kind + "/" + strconv.FormatInt(id, 10), NotFound: true, Into: &body})
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v := new(T)
+	if err := decodeKey(body, key, v); err != nil {
+		return nil, false, errors.New("hcloud: " + what + ": " + err.Error())
+	}
+	return v, true, nil
+}
+
+func decodeKey(body map[string]json.RawMessage, key string, v any) error {
+	raw, ok := body[key]
+	if !ok || string(raw) == "null" {
+		return errors.New("the response has no " + strconv.Quote(key))
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errors.New("decoding " + strconv.Quote(key) + ": " + err.Error())
+	}
+	return nil
+}
+
+// perPage is the API's largest page.
+const perPage = "50"
+
+// listAll fetches every page of /<kind> with the given filters and
+// decodes the objects under kind. An answer without the list is an error,
+// never an empty list: an empty list can mean "gone".
+func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters ...rest.Param) ([]T, error) {
+	var all []T
+	for page := 1; ; {
+		var body map[string]json.RawMessage
+		query := append([]rest.Param{{Name: "page", Value: strconv.Itoa(page)}, {Name: "per_page", Value: perPage}}, filters...)
+		if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/" + kind, Query: query, Into: &body}); err != nil {
+			return nil, err
+		}
+		var items []T
+		if err := decodeKey(body, kind, &items); err != nil {
+			return nil, errors.New("hcloud: " + what + ": " + err.Error())
+		}
+		all = append(all, items...)
+		var meta struct {
+			Pagination *struct {
+				NextPage int `json:"next_page"`
+			} `json:"pagination"`
+		}
+		if raw, ok := body["meta"]; ok {
+			if err := json.Unmarshal(raw, &meta); err != nil {
+				return nil, errors.New("hcloud: " + what + ": decoding \"meta\": " + err.Error())
+			}
+		}
+		if meta.Pagination == nil || meta.Pagination.NextPage <= page {
+			return all, nil
+		}
+		page = meta.Pagination.NextPage
+	}
+}
+
+// post sends an action-returning request (a body with "action") and
+// waits for the action to finish.
+func (p *Provider) post(ctx context.Context, what, path string, body any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return errors.New("hcloud: " + what + ": encoding the request: " + err.Error())
+	}
+	var resp struct {
+		Action *action `json:"action"`
+	}
+	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "POST", Path: path, Body: raw, Into: &resp}); err != nil {
+		return err
+	}
+	return p.wait(ctx, what, resp.Action)
+}
+
+// Polling of running actions: the first poll comes soon, as most actions
+// finish within a second; later ones back off.
+const (
+	firstPoll = 100 * time.Millisecond
+	maxPoll   = time.Second
+	// noDeadline bounds the wait of a call that has no deadline.
+	noDeadline = time.Minute
+	// retryRunning is the RetryAfter of a call whose action outlives it.
+	retryRunning = 5 * time.Second
+)
+
+// wait polls a until it has finished. An action that fails is an error;
+// one that would outlive the call's deadline becomes a RetryAfter, so the
+// controller comes back once the cloud is done instead of timing out.
+func (p *Provider) wait(ctx context.Context, what string, a *action) error {
+	if a == nil {
+		return errors.New("hcloud: " + what + ": the response holds no action")
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(noDeadline)
+	}
+	delay := firstPoll
+	for {
+		switch a.Status {
+		case "success":
+			return nil
+		case "error":
+			msg := "the action failed"
+			if a.Error != nil {
+				msg = a.Error.Message + " (" + a.Error.Code + ")"
+			}
+			return errors.New("hcloud: " + what + ": action " + a.Command + " " + strconv.FormatInt(a.ID, 10) + ": " + msg)
+		}
+		// Leave time for the poll request itself.
+		if time.Until(deadline) < delay+firstPoll {
+			return sdk.RetryAfter(retryRunning, "hcloud: "+what+": action "+a.Command+" "+strconv.FormatInt(a.ID, 10)+" is still running")
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, maxPoll)
+		next, found, err := getByID[action](ctx, p, what+": polling action "+strconv.FormatInt(a.ID, 10), "actions", "action", a.ID)
+		if err != nil {
+			return err
+		}
+		if !found {
+			return errors.New("hcloud: " + what + ": action " + strconv.FormatInt(a.ID, 10) + " vanished")
+		}
+		a = next
+	}
+}

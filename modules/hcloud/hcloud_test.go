@@ -1,0 +1,426 @@
+package hcloud
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
+
+	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/native"
+)
+
+const token = "s3cret"
+
+type env struct {
+	cloud   *hcloudfake.Cloud
+	p       *Provider
+	network schema.Network
+	servers map[string]schema.Server
+}
+
+// newEnv starts a fake API with a network and servers a (fsn1), b (nbg1)
+// and c (hel1, off), and a provider configured with cfg (JSON without the
+// endpoint, which is added).
+func newEnv(t *testing.T, cfg string, opts hcloudfake.Options) *env {
+	t.Helper()
+	opts.Token = token
+	cloud := hcloudfake.New(opts)
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	n, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{cloud: cloud, network: n, servers: map[string]schema.Server{}}
+	for _, s := range []hcloudfake.Server{
+		{Name: "a", Location: "fsn1", Network: n.ID},
+		{Name: "b", Location: "nbg1", Type: "cax11", Network: n.ID},
+		{Name: "c", Location: "hel1", Status: "off", Network: n.ID},
+	} {
+		got, err := cloud.AddServer(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.servers[s.Name] = got
+	}
+	e.p = New(&native.Host{Credentials: map[string]string{"token": token}})
+	if cfg == "" {
+		cfg = "{}"
+	}
+	cfg = `{"endpoint": "` + srv.URL + `/v1", ` + strings.TrimPrefix(strings.TrimSpace(cfg), "{")
+	cfg = strings.Replace(cfg, ", }", "}", 1)
+	if err := e.p.Init(context.Background(), "test", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) node(name string) *abi.Node {
+	return &abi.Node{Name: name, ProviderID: "hcloud://" + strconv.FormatInt(e.servers[name].ID, 10)}
+}
+
+func outcome(err error) abi.Status { return sdk.OutcomeOf(err).Status }
+
+func TestInstanceMetadata(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  string
+		node func(e *env) *abi.Node
+		want func(e *env) *abi.InstanceMetadata
+	}{
+		{
+			name: "by provider ID, ipv4 without network",
+			node: func(e *env) *abi.Node { return e.node("a") },
+			want: func(e *env) *abi.InstanceMetadata {
+				return &abi.InstanceMetadata{ProviderID: e.node("a").ProviderID, InstanceType: "cpx11", Zone: "fsn1-dc14", Region: "fsn1",
+					NodeAddresses:    []abi.NodeAddress{{Type: "Hostname", Address: "a"}, {Type: "ExternalIP", Address: e.servers["a"].PublicNet.IPv4.IP}},
+					AdditionalLabels: map[string]string{ProvidedByLabel: "cloud"}}
+			},
+		},
+		{
+			name: "by name, dualstack with network by name",
+			cfg:  `{"network": "k8s", "addressFamily": "dualstack"}`,
+			node: func(e *env) *abi.Node { return &abi.Node{Name: "b"} },
+			want: func(e *env) *abi.InstanceMetadata {
+				s := e.servers["b"]
+				v6 := strings.TrimSuffix(s.PublicNet.IPv6.IP, "/64") + "1"
+				return &abi.InstanceMetadata{ProviderID: e.node("b").ProviderID, InstanceType: "cax11", Zone: "nbg1-dc3", Region: "nbg1",
+					NodeAddresses: []abi.NodeAddress{{Type: "Hostname", Address: "b"}, {Type: "ExternalIP", Address: s.PublicNet.IPv4.IP},
+						{Type: "ExternalIP", Address: v6}, {Type: "InternalIP", Address: s.PrivateNet[0].IP}},
+					AdditionalLabels: map[string]string{ProvidedByLabel: "cloud"}}
+			},
+		},
+		{
+			name: "ipv6 only, network by ID, zone label off",
+			cfg:  `{"network": "NETWORK_ID", "addressFamily": "ipv6", "zoneLabel": false}`,
+			node: func(e *env) *abi.Node { return e.node("c") },
+			want: func(e *env) *abi.InstanceMetadata {
+				s := e.servers["c"]
+				return &abi.InstanceMetadata{ProviderID: e.node("c").ProviderID, InstanceType: "cpx11", Region: "hel1",
+					NodeAddresses: []abi.NodeAddress{{Type: "Hostname", Address: "c"},
+						{Type: "ExternalIP", Address: strings.TrimSuffix(s.PublicNet.IPv6.IP, "/64") + "1"}, {Type: "InternalIP", Address: s.PrivateNet[0].IP}},
+					AdditionalLabels: map[string]string{ProvidedByLabel: "cloud"}}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, "", hcloudfake.Options{})
+			if tt.cfg != "" {
+				e = newEnvWithNetworkID(t, tt.cfg)
+			}
+			got, err := e.p.InstanceMetadata(context.Background(), tt.node(e))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.want(e); !reflect.DeepEqual(got, want) {
+				t.Fatalf("metadata\n got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+// newEnvWithNetworkID substitutes the network's ID for NETWORK_ID in cfg,
+// which needs the network to exist first.
+func newEnvWithNetworkID(t *testing.T, cfg string) *env {
+	e := newEnv(t, "", hcloudfake.Options{})
+	cfg = strings.ReplaceAll(cfg, "NETWORK_ID", strconv.FormatInt(e.network.ID, 10))
+	endpoint := e.p.api.BaseURL
+	if err := e.p.Init(context.Background(), "test", []byte(`{"endpoint": "`+endpoint+`", `+strings.TrimPrefix(cfg, "{"))); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func TestInstanceExistsAndShutdown(t *testing.T) {
+	e := newEnv(t, "", hcloudfake.Options{})
+	ctx := context.Background()
+	for name, wantOff := range map[string]bool{"a": false, "c": true} {
+		if off, err := e.p.InstanceShutdown(ctx, e.node(name)); err != nil || off != wantOff {
+			t.Errorf("InstanceShutdown(%s) = %v, %v; want %v", name, off, err, wantOff)
+		}
+	}
+	a := e.node("a")
+	if ok, err := e.p.InstanceExists(ctx, a); !ok || err != nil {
+		t.Fatalf("InstanceExists before delete: %v %v", ok, err)
+	}
+	e.cloud.DeleteServer(e.servers["a"].ID)
+	for _, node := range []*abi.Node{a, {Name: "a"}} {
+		if ok, err := e.p.InstanceExists(ctx, node); ok || err != nil {
+			t.Fatalf("InstanceExists(%+v) after delete: %v %v; want false, nil", node, ok, err)
+		}
+	}
+	if _, err := e.p.InstanceMetadata(ctx, a); outcome(err) != abi.StatusNotFound {
+		t.Fatalf("InstanceMetadata after delete: %v, want not found", err)
+	}
+}
+
+// Only the API's own not_found may say a server is gone: every failure
+// must be an error, and throttling a RetryAfter.
+func TestFailuresNeverSayGone(t *testing.T) {
+	tests := []struct {
+		name   string
+		fault  faultinject.Fault
+		status abi.Status
+	}{
+		{"server error", faultinject.Fault{Status: 500, Always: true}, abi.StatusError},
+		{"unavailable with Retry-After", faultinject.Fault{Status: 503, Always: true, RetryAfter: 3}, abi.StatusRetryAfter},
+		{"throttled", faultinject.Fault{Status: 429, Always: true, RetryAfter: 2}, abi.StatusRetryAfter},
+		{"unauthorized", faultinject.Fault{Status: 401, Always: true}, abi.StatusError},
+		{"timeout", faultinject.Fault{Latency: 2 * time.Second}, abi.StatusError},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, `{"requestTimeout": "300ms"}`, hcloudfake.Options{})
+			tt.fault.Name = "f"
+			if err := e.cloud.Faults.Add(tt.fault); err != nil {
+				t.Fatal(err)
+			}
+			for _, node := range []*abi.Node{e.node("a"), {Name: "a"}} {
+				ok, err := e.p.InstanceExists(context.Background(), node)
+				if err == nil || ok || outcome(err) != tt.status {
+					t.Fatalf("InstanceExists(%+v) = %v, %v (status %v); want an error of status %v", node, ok, err, outcome(err), tt.status)
+				}
+			}
+		})
+	}
+	// A 404 that is not the API's not_found (a proxy, a wrong path) proves
+	// nothing.
+	e := newEnv(t, "", hcloudfake.Options{})
+	e.p.api.BaseURL += "/wrong"
+	if ok, err := e.p.InstanceExists(context.Background(), e.node("a")); err == nil || ok {
+		t.Fatalf("InstanceExists through a wrong path = %v, %v; want an error", ok, err)
+	}
+	robot := &abi.Node{Name: "r", ProviderID: "hrobot://7"}
+	if ok, err := e.p.InstanceExists(context.Background(), robot); err == nil || ok {
+		t.Fatalf("InstanceExists of a Robot server = %v, %v; want an error", ok, err)
+	}
+}
+
+func testService(uid string, ann map[string]string, ports ...abi.ServicePort) *abi.Service {
+	return &abi.Service{Namespace: "default", Name: "web", UID: uid, Annotations: ann, Ports: ports}
+}
+
+func TestLoadBalancerLifecycle(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s", "loadBalancers": {"location": "nbg1"}}`, hcloudfake.Options{ActionPolls: 2})
+	ctx := context.Background()
+	svc := testService("1b4c1a7e-0000-4000-8000-000000000001", map[string]string{
+		annType: "lb21", annAlgorithmType: "least_connections", annUsePrivateIP: "true",
+		annHCInterval: "5s", annHCRetries: "2", annIPv6Disabled: "true",
+	}, abi.ServicePort{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}, abi.ServicePort{Name: "https", Protocol: "TCP", Port: 443, NodePort: 30443})
+	nodes := []abi.Node{*e.node("a"), *e.node("b")}
+
+	st, err := e.p.EnsureLoadBalancer(ctx, "test", svc, nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lbs := e.cloud.LoadBalancers()
+	if len(lbs) != 1 {
+		t.Fatalf("%d load balancers, want 1", len(lbs))
+	}
+	lb := lbs[0]
+	if lb.Name != "a1b4c1a7e000040008000000000000001"[:32] || lb.Labels[ServiceUIDLabel] != svc.UID || lb.LoadBalancerType.Name != "lb21" ||
+		lb.Algorithm.Type != "least_connections" || lb.Location.Name != "nbg1" || len(lb.PrivateNet) != 1 {
+		t.Fatalf("load balancer %+v", lb)
+	}
+	if len(lb.Services) != 2 || lb.Services[0].DestinationPort != 30080 || lb.Services[0].HealthCheck.Interval != 5 ||
+		lb.Services[0].HealthCheck.Retries != 2 || lb.Services[0].HealthCheck.Port != 30080 {
+		t.Fatalf("services %+v", lb.Services)
+	}
+	if got := targetIDs(lb); !reflect.DeepEqual(got, map[int64]bool{e.servers["a"].ID: true, e.servers["b"].ID: true}) {
+		t.Fatalf("targets %v", got)
+	}
+	for _, tg := range lb.Targets {
+		if !tg.UsePrivateIP {
+			t.Fatalf("target %+v does not use the private IP", tg)
+		}
+	}
+	want := &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{IP: lb.PublicNet.IPv4.IP, IPMode: "VIP"}, {IP: lb.PrivateNet[0].IP, IPMode: "VIP"}}}
+	if !reflect.DeepEqual(st, want) {
+		t.Fatalf("status %+v, want %+v", st, want)
+	}
+	if got, ok, err := e.p.GetLoadBalancer(ctx, "test", svc); err != nil || !ok || !reflect.DeepEqual(got, want) {
+		t.Fatalf("GetLoadBalancer = %+v %v %v", got, ok, err)
+	}
+
+	// b leaves, c joins, port 443 goes: one target swapped, one service gone.
+	svc.Ports = svc.Ports[:1]
+	if err := e.p.UpdateLoadBalancer(ctx, "test", svc, []abi.Node{*e.node("a"), *e.node("c")}); err != nil {
+		t.Fatal(err)
+	}
+	lb = e.cloud.LoadBalancers()[0]
+	if got := targetIDs(lb); !reflect.DeepEqual(got, map[int64]bool{e.servers["a"].ID: true, e.servers["c"].ID: true}) {
+		t.Fatalf("targets after update %v", got)
+	}
+	if len(lb.Services) != 1 || lb.Services[0].ListenPort != 80 {
+		t.Fatalf("services after update %+v", lb.Services)
+	}
+
+	if err := e.p.EnsureLoadBalancerDeleted(ctx, "test", svc); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.cloud.LoadBalancers()); n != 0 {
+		t.Fatalf("%d load balancers after delete", n)
+	}
+	if err := e.p.EnsureLoadBalancerDeleted(ctx, "test", svc); err != nil {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, ok, err := e.p.GetLoadBalancer(ctx, "test", svc); ok || err != nil {
+		t.Fatalf("GetLoadBalancer after delete: %v %v", ok, err)
+	}
+}
+
+func targetIDs(lb schema.LoadBalancer) map[int64]bool {
+	out := map[int64]bool{}
+	for _, t := range lb.Targets {
+		out[t.Server.ID] = true
+	}
+	return out
+}
+
+func TestLoadBalancerBadInput(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  string
+		ann  map[string]string
+		want string
+	}{
+		{"no location", "", nil, "neither"},
+		{"unsupported annotation", `{"loadBalancers": {"location": "fsn1"}}`, map[string]string{annPrefix + "node-selector": "role=lb"}, "not supported"},
+		{"bad boolean", `{"loadBalancers": {"location": "fsn1"}}`, map[string]string{annDisablePublicNetwork: "maybe"}, "not a boolean"},
+		{"bad algorithm", `{"loadBalancers": {"location": "fsn1"}}`, map[string]string{annAlgorithmType: "random"}, "round_robin"},
+		{"bad duration", `{"loadBalancers": {"location": "fsn1"}}`, map[string]string{annHCInterval: "5"}, "duration"},
+		{"private IPs without network", `{"loadBalancers": {"location": "fsn1"}}`, map[string]string{annUsePrivateIP: "true"}, "needs a network"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.cfg, hcloudfake.Options{})
+			svc := testService("uid-1", tt.ann, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+			_, err := e.p.EnsureLoadBalancer(context.Background(), "test", svc, []abi.Node{*e.node("a")})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// An action that outlives the call's deadline is a RetryAfter, not a
+// failure, and the next call finds the load balancer instead of making a
+// second one.
+func TestSlowActionRetriesLater(t *testing.T) {
+	e := newEnv(t, `{"loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{ActionPolls: 1000})
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	svc := testService("uid-slow", nil, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+	_, err := e.p.EnsureLoadBalancer(ctx, "test", svc, nil)
+	if outcome(err) != abi.StatusRetryAfter {
+		t.Fatalf("EnsureLoadBalancer with a slow action: %v (status %v), want RetryAfter", err, outcome(err))
+	}
+	lb, err := e.p.byServiceUID(context.Background(), svc)
+	if err != nil || lb == nil {
+		t.Fatalf("load balancer after the slow create: %v %v", lb, err)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s"}`, hcloudfake.Options{ActionPolls: 1})
+	ctx := context.Background()
+	// More servers than one page holds, so that ListRoutes paginates.
+	for i := range 60 {
+		if _, err := e.cloud.AddServer(hcloudfake.Server{Name: "extra-" + strconv.Itoa(i), Network: e.network.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, _ := e.p.serverByName(ctx, "extra-59")
+	ipOf := func(name string) string {
+		s, err := e.p.serverByName(ctx, name)
+		if err != nil || s == nil {
+			t.Fatalf("server %s: %v", name, err)
+		}
+		return s.PrivateNet[0].IP
+	}
+	route := func(node, cidr string) *abi.Route {
+		return &abi.Route{TargetNode: node, DestinationCIDR: cidr, TargetNodeAddresses: []abi.NodeAddress{{Type: "InternalIP", Address: ipOf(node)}}}
+	}
+	for _, r := range []*abi.Route{route("a", "10.244.0.0/24"), route("extra-59", "10.244.1.0/24")} {
+		if err := e.p.CreateRoute(ctx, "test", "", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The pod CIDR moves to b: the route is replaced.
+	if err := e.p.CreateRoute(ctx, "test", "", route("b", "10.244.0.0/24")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.p.ListRoutes(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []abi.Route{
+		{Name: last.PrivateNet[0].IP + "-10.244.1.0/24", TargetNode: "extra-59", DestinationCIDR: "10.244.1.0/24"},
+		{Name: ipOf("b") + "-10.244.0.0/24", TargetNode: "b", DestinationCIDR: "10.244.0.0/24"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("routes\n got %+v\nwant %+v", got, want)
+	}
+	// A route whose server is gone is a blackhole.
+	e.cloud.DeleteServer(last.ID)
+	if got, _ := e.p.ListRoutes(ctx, "test"); len(got) != 2 || !got[0].Blackhole || got[0].TargetNode != "" {
+		t.Fatalf("routes after a server delete %+v", got)
+	}
+	bad := route("a", "10.244.2.0/24")
+	bad.TargetNodeAddresses = []abi.NodeAddress{{Type: "InternalIP", Address: "192.0.2.1"}}
+	if err := e.p.CreateRoute(ctx, "test", "", bad); err == nil {
+		t.Fatal("a route through an address the node does not have was created")
+	}
+	for _, r := range want {
+		if err := e.p.DeleteRoute(ctx, "test", &r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := e.cloud.Network(e.network.ID); len(n.Routes) != 0 {
+		t.Fatalf("routes left: %v", n.Routes)
+	}
+}
+
+func TestInitRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []string{`{"addressFamily": "ipv5"}`, `{"endpoint": "ftp://x"}`, `{"unknown": 1}`, `{"requestTimeout": "soon"}`,
+		`{"loadBalancers": {"algorithmType": "fastest"}}`} {
+		p := New(&native.Host{})
+		if err := p.Init(context.Background(), "c", []byte(cfg)); err == nil {
+			t.Errorf("Init(%s) accepted a bad config", cfg)
+		}
+	}
+	if err := New(&native.Host{}).Init(context.Background(), "c", nil); err != nil {
+		t.Errorf("Init without config: %v", err)
+	}
+}
+
+// The provider never sends a request without the token, and reads it from
+// the credential only.
+func TestTokenFromCredential(t *testing.T) {
+	cloud := hcloudfake.New(hcloudfake.Options{Token: token})
+	srv := httptest.NewServer(cloud.Handler())
+	defer srv.Close()
+	p := New(&native.Host{Credentials: map[string]string{"hcloud": "wrong"}})
+	if err := p.Init(context.Background(), "c", []byte(`{"endpoint": "`+srv.URL+`/v1", "tokenCredential": "hcloud"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.InstanceExists(context.Background(), &abi.Node{Name: "x"})
+	if err == nil || !strings.Contains(err.Error(), "401") || errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("with a wrong token: %v", err)
+	}
+	if resp, _ := http.Get(srv.URL + "/v1/servers"); resp.StatusCode != 401 {
+		t.Fatalf("the fake accepted a request without token: %d", resp.StatusCode)
+	}
+}

@@ -1,0 +1,560 @@
+package hcloud
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
+)
+
+// ServiceUIDLabel is the load balancer label that ties it to its Service,
+// the official CCM's, so each finds the other's load balancers.
+const ServiceUIDLabel = "hcloud-ccm/service-uid"
+
+// defaultType is the load balancer type when neither the annotation nor
+// the config chooses one.
+const defaultType = "lb11"
+
+// GetLoadBalancerName implements sdk.LoadBalancer: the name annotation, or
+// Kubernetes' default name ("a" and the Service UID without dashes, at
+// most 32 characters).
+func (p *Provider) GetLoadBalancerName(_ context.Context, _ string, svc *abi.Service) string {
+	if name, ok := svc.Annotations[annName]; ok {
+		return name
+	}
+	name := "a" + strings.ReplaceAll(svc.UID, "-", "")
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return name
+}
+
+// byServiceUID finds the Service's load balancer by its label; nil when
+// the API lists none.
+func (p *Provider) byServiceUID(ctx context.Context, svc *abi.Service) (*loadBalancer, error) {
+	what := "finding the load balancer of Service " + svc.Namespace + "/" + svc.Name
+	list, err := listAll[loadBalancer](ctx, p, what, "load_balancers", rest.Param{Name: "label_selector", Value: ServiceUIDLabel + "=" + svc.UID})
+	if err != nil {
+		return nil, err
+	}
+	switch len(list) {
+	case 0:
+		return nil, nil
+	case 1:
+		return &list[0], nil
+	}
+	return nil, errors.New("hcloud: " + what + ": " + strconv.Itoa(len(list)) + " load balancers carry label " + ServiceUIDLabel + "=" + svc.UID)
+}
+
+// find looks the load balancer up by label, then by name, as one created
+// by hand or before the label was set is adopted.
+func (p *Provider) find(ctx context.Context, clusterName string, svc *abi.Service) (*loadBalancer, error) {
+	lb, err := p.byServiceUID(ctx, svc)
+	if lb != nil || err != nil {
+		return lb, err
+	}
+	name := p.GetLoadBalancerName(ctx, clusterName, svc)
+	list, err := listAll[loadBalancer](ctx, p, "finding load balancer "+strconv.Quote(name), "load_balancers", rest.Param{Name: "name", Value: name})
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return &list[0], nil
+}
+
+func (p *Provider) getLB(ctx context.Context, id int64) (*loadBalancer, error) {
+	what := "getting load balancer " + strconv.FormatInt(id, 10)
+	lb, found, err := getByID[loadBalancer](ctx, p, what, "load_balancers", "load_balancer", id)
+	if err == nil && !found {
+		err = errors.New("hcloud: " + what + ": it no longer exists")
+	}
+	return lb, err
+}
+
+// GetLoadBalancer implements sdk.LoadBalancer.
+func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Service) (*abi.LoadBalancerStatus, bool, error) {
+	lb, err := p.byServiceUID(ctx, svc)
+	if err != nil || lb == nil {
+		return nil, false, err
+	}
+	st, err := p.status(lb, svc)
+	return st, err == nil, err
+}
+
+// EnsureLoadBalancer implements sdk.LoadBalancer: find or create the load
+// balancer, then bring its settings, services and targets to what the
+// Service asks.
+func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
+	if err := checkSupported(svc); err != nil {
+		return nil, err
+	}
+	lb, err := p.find(ctx, clusterName, svc)
+	if err != nil {
+		return nil, err
+	}
+	if lb == nil {
+		if lb, err = p.create(ctx, clusterName, svc); err != nil {
+			return nil, err
+		}
+	}
+	if err := p.reconcile(ctx, lb, svc, nodes); err != nil {
+		return nil, err
+	}
+	if lb, err = p.getLB(ctx, lb.ID); err != nil {
+		return nil, err
+	}
+	return p.status(lb, svc)
+}
+
+// UpdateLoadBalancer implements sdk.LoadBalancer. A Service whose load
+// balancer does not exist yet is left to EnsureLoadBalancer.
+func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *abi.Service, nodes []abi.Node) error {
+	if err := checkSupported(svc); err != nil {
+		return err
+	}
+	lb, err := p.find(ctx, clusterName, svc)
+	if err != nil || lb == nil {
+		return err
+	}
+	return p.reconcile(ctx, lb, svc, nodes)
+}
+
+// EnsureLoadBalancerDeleted implements sdk.LoadBalancer. Only a load
+// balancer carrying the Service's UID label is deleted, so a same-named
+// one created by hand is never removed.
+func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *abi.Service) error {
+	lb, err := p.byServiceUID(ctx, svc)
+	if err != nil || lb == nil {
+		return err
+	}
+	_, err = p.api.Do(ctx, &rest.Request{What: "deleting load balancer " + strconv.Quote(lb.Name), Method: "DELETE",
+		Path: "/load_balancers/" + strconv.FormatInt(lb.ID, 10), NotFound: true})
+	if errors.Is(err, sdk.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// create makes the load balancer with the type, location or network zone,
+// algorithm and public interface the Service and config ask for.
+func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Service) (*loadBalancer, error) {
+	a := annotations{m: svc.Annotations}
+	def := p.cfg.LoadBalancers
+	type createRequest struct {
+		Name             string            `json:"name"`
+		LoadBalancerType string            `json:"load_balancer_type"`
+		Location         string            `json:"location,omitempty"`
+		NetworkZone      string            `json:"network_zone,omitempty"`
+		Algorithm        *algorithm        `json:"algorithm,omitempty"`
+		Labels           map[string]string `json:"labels"`
+		PublicInterface  *bool             `json:"public_interface,omitempty"`
+	}
+	req := createRequest{Name: p.GetLoadBalancerName(ctx, clusterName, svc), LoadBalancerType: p.lbType(&a),
+		Location: def.Location, NetworkZone: def.NetworkZone, Labels: map[string]string{ServiceUIDLabel: svc.UID}}
+	if v, ok := a.str(annLocation); ok {
+		req.Location = v // "" resets a configured location, to use a network zone
+	}
+	if v, ok := a.str(annNetworkZone); ok {
+		req.NetworkZone = v
+	}
+	if req.Location == "" && req.NetworkZone == "" {
+		return nil, errors.New("hcloud: creating the load balancer of Service " + svc.Namespace + "/" + svc.Name +
+			": neither " + annLocation + " nor " + annNetworkZone + " is set, nor a default in the provider config")
+	}
+	if req.Location != "" {
+		req.NetworkZone = ""
+	}
+	if alg := p.algorithm(&a); alg != "" {
+		req.Algorithm = &algorithm{Type: alg}
+	}
+	if disable, ok := p.disablePublicNetwork(&a); ok {
+		enabled := !disable
+		req.PublicInterface = &enabled
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, errors.New("hcloud: encoding the load balancer: " + err.Error())
+	}
+	what := "creating load balancer " + strconv.Quote(req.Name)
+	var resp struct {
+		LoadBalancer *loadBalancer `json:"load_balancer"`
+		Action       *action       `json:"action"`
+	}
+	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "POST", Path: "/load_balancers", Body: body, Into: &resp}); err != nil {
+		return nil, err
+	}
+	if resp.LoadBalancer == nil {
+		return nil, errors.New("hcloud: " + what + ": the response holds no load balancer")
+	}
+	p.logf(abi.LogInfo, "created load balancer "+strconv.Quote(req.Name)+" ("+strconv.FormatInt(resp.LoadBalancer.ID, 10)+") for Service "+svc.Namespace+"/"+svc.Name)
+	if err := p.wait(ctx, what, resp.Action); err != nil {
+		return nil, err
+	}
+	return p.getLB(ctx, resp.LoadBalancer.ID)
+}
+
+type algorithm struct {
+	Type string `json:"type"`
+}
+
+func (p *Provider) lbType(a *annotations) string {
+	if v, ok := a.str(annType); ok {
+		return v
+	}
+	if p.cfg.LoadBalancers.Type != "" {
+		return p.cfg.LoadBalancers.Type
+	}
+	return defaultType
+}
+
+func (p *Provider) algorithm(a *annotations) string {
+	v, ok := a.str(annAlgorithmType)
+	if !ok {
+		return p.cfg.LoadBalancers.AlgorithmType
+	}
+	if v != "round_robin" && v != "least_connections" {
+		a.fail(annAlgorithmType, v, "not round_robin or least_connections")
+		return ""
+	}
+	return v
+}
+
+func (p *Provider) disablePublicNetwork(a *annotations) (disable, set bool) {
+	if v, ok := a.bool(annDisablePublicNetwork); ok {
+		return v, true
+	}
+	if d := p.cfg.LoadBalancers.DisablePublicNetwork; d != nil {
+		return *d, true
+	}
+	return false, false
+}
+
+func (p *Provider) usePrivateIP(a *annotations) bool {
+	if v, ok := a.bool(annUsePrivateIP); ok {
+		return v
+	}
+	return p.cfg.LoadBalancers.UsePrivateIP
+}
+
+// reconcile brings an existing load balancer to the Service: name and
+// label, algorithm, type, network, public interface, then services and
+// targets. Each change is one action, awaited before the next.
+func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Service, nodes []abi.Node) error {
+	a := annotations{m: svc.Annotations}
+	path := "/load_balancers/" + strconv.FormatInt(lb.ID, 10)
+	act := func(name string, body any) error {
+		return p.post(ctx, name+" on load balancer "+strconv.Quote(lb.Name), path+"/actions/"+name, body)
+	}
+
+	name, rename := a.str(annName)
+	if lb.Labels[ServiceUIDLabel] != svc.UID || (rename && name != lb.Name) {
+		labels := map[string]string{}
+		for k, v := range lb.Labels {
+			labels[k] = v
+		}
+		labels[ServiceUIDLabel] = svc.UID
+		update := map[string]any{"labels": labels}
+		if rename {
+			update["name"] = name
+		}
+		body, _ := json.Marshal(update)
+		if _, err := p.api.Do(ctx, &rest.Request{What: "updating load balancer " + strconv.Quote(lb.Name), Method: "PUT", Path: path, Body: body}); err != nil {
+			return err
+		}
+	}
+	if alg := p.algorithm(&a); alg != "" && alg != lb.Algorithm.Type {
+		if err := act("change_algorithm", map[string]string{"type": alg}); err != nil {
+			return err
+		}
+	}
+	if _, annotated := a.str(annType); (annotated || p.cfg.LoadBalancers.Type != "") && p.lbType(&a) != lb.LoadBalancerType.Name {
+		if err := act("change_type", map[string]string{"load_balancer_type": p.lbType(&a)}); err != nil {
+			return err
+		}
+	}
+	if err := p.reconcileNetwork(ctx, lb, &a, act); err != nil {
+		return err
+	}
+	if disable, ok := p.disablePublicNetwork(&a); ok && disable == lb.PublicNet.Enabled {
+		name := "enable_public_interface"
+		if disable {
+			name = "disable_public_interface"
+		}
+		if err := act(name, struct{}{}); err != nil {
+			return err
+		}
+	}
+	if a.err != nil {
+		return a.err
+	}
+	if err := p.reconcileServices(lb, svc, act); err != nil {
+		return err
+	}
+	return p.reconcileTargets(lb, &a, nodes, act)
+}
+
+// reconcileNetwork attaches the load balancer to the configured network
+// (at the private-ipv4 annotation's address if set) and detaches it from
+// any other.
+func (p *Provider) reconcileNetwork(ctx context.Context, lb *loadBalancer, a *annotations, act func(string, any) error) error {
+	networkID, err := p.network(ctx)
+	if err != nil {
+		return err
+	}
+	ip, ipSet := a.str(annPrivateIPv4)
+	attached := false
+	for _, pn := range lb.PrivateNet {
+		if pn.Network == networkID && (!ipSet || ip == pn.IP) {
+			attached = true
+			continue
+		}
+		if err := act("detach_from_network", map[string]int64{"network": pn.Network}); err != nil {
+			return err
+		}
+	}
+	if networkID == 0 || attached {
+		return nil
+	}
+	req := map[string]any{"network": networkID}
+	if ipSet {
+		req["ip"] = ip
+	}
+	return act("attach_to_network", req)
+}
+
+// lbService is a service of the load balancer as the API takes it; nil
+// fields are left to the API's defaults.
+type lbService struct {
+	ListenPort      int              `json:"listen_port"`
+	Protocol        string           `json:"protocol"`
+	DestinationPort int              `json:"destination_port"`
+	Proxyprotocol   *bool            `json:"proxyprotocol,omitempty"`
+	HTTP            *lbServiceHTTP   `json:"http,omitempty"`
+	HealthCheck     *lbServiceHealth `json:"health_check,omitempty"`
+}
+
+type lbServiceHTTP struct {
+	CookieName     *string `json:"cookie_name,omitempty"`
+	CookieLifetime *int    `json:"cookie_lifetime,omitempty"`
+	RedirectHTTP   *bool   `json:"redirect_http,omitempty"`
+	StickySessions *bool   `json:"sticky_sessions,omitempty"`
+}
+
+type lbServiceHealth struct {
+	Protocol string               `json:"protocol"`
+	Port     *int                 `json:"port,omitempty"`
+	Interval *int                 `json:"interval,omitempty"`
+	Timeout  *int                 `json:"timeout,omitempty"`
+	Retries  *int                 `json:"retries,omitempty"`
+	HTTP     *lbServiceHealthHTTP `json:"http,omitempty"`
+}
+
+type lbServiceHealthHTTP struct {
+	Domain      *string   `json:"domain,omitempty"`
+	Path        *string   `json:"path,omitempty"`
+	StatusCodes *[]string `json:"status_codes,omitempty"`
+	TLS         *bool     `json:"tls,omitempty"`
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// serviceFor builds the load balancer service of one Service port: listen
+// on the port, forward to the node port, with the protocol, HTTP and
+// health check annotations applied. The health check is sent only when an
+// annotation sets part of it; the API's default is then kept as it is.
+func serviceFor(port abi.ServicePort, a *annotations) lbService {
+	s := lbService{ListenPort: int(port.Port), Protocol: "tcp", DestinationPort: int(port.NodePort)}
+	if v, ok := a.protocol(annProtocol); ok {
+		s.Protocol = v
+	}
+	if v, ok := a.bool(annProxyProtocol); ok {
+		s.Proxyprotocol = &v
+	}
+	var h lbServiceHTTP
+	addHTTP := false
+	if v, ok := a.str(annCookieName); ok {
+		h.CookieName, addHTTP = &v, true
+	}
+	if v, ok := a.seconds(annCookieLifetime); ok {
+		h.CookieLifetime, addHTTP = &v, true
+	}
+	if v, ok := a.bool(annRedirectHTTP); ok {
+		h.RedirectHTTP, addHTTP = &v, true
+	}
+	if v, ok := a.bool(annStickySessions); ok {
+		h.StickySessions, addHTTP = &v, true
+	}
+	if addHTTP {
+		s.HTTP = &h
+	}
+
+	hc := lbServiceHealth{Protocol: s.Protocol}
+	addHC := false
+	if v, ok := a.protocol(annHCProtocol); ok {
+		hc.Protocol, addHC = v, true
+	}
+	if v, ok := a.int(annHCPort); ok {
+		hc.Port, addHC = &v, true
+	}
+	if v, ok := a.seconds(annHCInterval); ok {
+		hc.Interval, addHC = &v, true
+	}
+	if v, ok := a.seconds(annHCTimeout); ok {
+		hc.Timeout, addHC = &v, true
+	}
+	if v, ok := a.int(annHCRetries); ok {
+		hc.Retries, addHC = &v, true
+	}
+	if !addHC {
+		return s
+	}
+	if hc.Port == nil {
+		hc.Port = ptr(s.DestinationPort)
+	}
+	if hc.Protocol != "tcp" {
+		var hh lbServiceHealthHTTP
+		if v, ok := a.str(annHCHTTPDomain); ok {
+			hh.Domain = &v
+		}
+		if v, ok := a.str(annHCHTTPPath); ok {
+			hh.Path = &v
+		}
+		if v, ok := a.strings(annHCHTTPStatusCodes); ok {
+			hh.StatusCodes = &v
+		}
+		if v, ok := a.bool(annHCHTTPValidateCert); ok {
+			hh.TLS = &v
+		}
+		hc.HTTP = &hh
+	}
+	s.HealthCheck = &hc
+	return s
+}
+
+// reconcileServices adds a service per TCP port of the Service, updates
+// the existing ones, and deletes those of ports the Service no longer has.
+func (p *Provider) reconcileServices(lb *loadBalancer, svc *abi.Service, act func(string, any) error) error {
+	a := annotations{m: svc.Annotations}
+	stale := map[int]bool{}
+	for _, s := range lb.Services {
+		stale[s.ListenPort] = true
+	}
+	for _, port := range svc.Ports {
+		if port.Protocol != "" && port.Protocol != "TCP" {
+			p.logf(abi.LogWarning, "Service "+svc.Namespace+"/"+svc.Name+": port "+strconv.Itoa(int(port.Port))+" uses "+port.Protocol+", which Hetzner load balancers do not support; skipped")
+			continue
+		}
+		s := serviceFor(port, &a)
+		if a.err != nil {
+			return a.err
+		}
+		name := "add_service"
+		if stale[s.ListenPort] {
+			name = "update_service"
+			delete(stale, s.ListenPort)
+		}
+		if err := act(name, s); err != nil {
+			return err
+		}
+	}
+	for port := range stale {
+		if err := act("delete_service", map[string]int{"listen_port": port}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reconcileTargets makes the servers of the Nodes the load balancer's
+// server targets, with the wanted use of private IPs; targets of other
+// servers are removed.
+func (p *Provider) reconcileTargets(lb *loadBalancer, a *annotations, nodes []abi.Node, act func(string, any) error) error {
+	private := p.usePrivateIP(a)
+	if a.err != nil {
+		return a.err
+	}
+	if private && p.cfg.Network == "" {
+		return errors.New("hcloud: " + annUsePrivateIP + " needs a network in the provider config")
+	}
+	want := map[int64]bool{}
+	var order []int64
+	for i := range nodes {
+		id, err := serverID(nodes[i].ProviderID)
+		if err != nil {
+			p.logf(abi.LogWarning, "Node "+nodes[i].Name+" is not a load balancer target: "+err.Error())
+			continue
+		}
+		if !want[id] {
+			want[id] = true
+			order = append(order, id)
+		}
+	}
+	have := map[int64]bool{}
+	for _, t := range lb.Targets {
+		if t.Type != "server" || t.Server == nil {
+			continue
+		}
+		if want[t.Server.ID] && t.UsePrivateIP == private {
+			have[t.Server.ID] = true
+			continue
+		}
+		if err := act("remove_target", map[string]any{"type": "server", "server": map[string]int64{"id": t.Server.ID}}); err != nil {
+			return err
+		}
+	}
+	for _, id := range order {
+		if have[id] {
+			continue
+		}
+		err := act("add_target", map[string]any{"type": "server", "server": map[string]int64{"id": id}, "use_private_ip": private})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// status reports the load balancer's addresses as the official CCM does:
+// the hostname annotation alone if set; else the public IPv4 and IPv6
+// (unless disabled), then the private addresses (unless disabled).
+func (p *Provider) status(lb *loadBalancer, svc *abi.Service) (*abi.LoadBalancerStatus, error) {
+	a := annotations{m: svc.Annotations}
+	if h, ok := a.str(annHostname); ok {
+		return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{Hostname: h}}}, nil
+	}
+	mode := "VIP"
+	if v, _ := a.bool(annProxyProtocol); v {
+		mode = "Proxy"
+	}
+	ipv6 := !p.cfg.LoadBalancers.DisableIPv6
+	if v, ok := a.bool(annIPv6Disabled); ok {
+		ipv6 = !v
+	}
+	privateIngress := !p.cfg.LoadBalancers.DisablePrivateIngress
+	if v, ok := a.bool(annDisablePrivateIngress); ok {
+		privateIngress = !v
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	var st abi.LoadBalancerStatus
+	if lb.PublicNet.Enabled {
+		st.Ingress = append(st.Ingress, abi.LoadBalancerIngress{IP: lb.PublicNet.IPv4.IP, IPMode: mode})
+		if ipv6 {
+			st.Ingress = append(st.Ingress, abi.LoadBalancerIngress{IP: lb.PublicNet.IPv6.IP, IPMode: mode})
+		}
+	}
+	if privateIngress {
+		for _, pn := range lb.PrivateNet {
+			st.Ingress = append(st.Ingress, abi.LoadBalancerIngress{IP: pn.IP, IPMode: mode})
+		}
+	}
+	return &st, nil
+}

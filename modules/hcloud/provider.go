@@ -1,0 +1,208 @@
+// Package hcloud is a wasmccm provider for Hetzner Cloud: a drop-in for
+// hcloud-cloud-controller-manager's cloud servers, load balancers and
+// network routes. It sets the same provider IDs ("hcloud://<server id>"),
+// addresses, labels and load balancer configuration, and reads the same
+// Service annotations (load-balancer.hetzner.cloud/...), so that a cluster
+// can switch between the two without changing its Nodes or Services.
+//
+// The same code runs inside the wasm module (modules/hcloud/module) and
+// natively with a Host from package sdk/native. It uses only the standard
+// library and the SDK, so it builds with TinyGo as well as with Go; every
+// request goes through the SDK's rest client and so through Host.HTTP.
+//
+// The provider config is JSON; every field is optional:
+//
+//	{
+//	  "endpoint": "https://api.hetzner.cloud/v1", // HCLOUD_ENDPOINT
+//	  "tokenCredential": "token",                // credential holding the API token (HCLOUD_TOKEN)
+//	  "network": "k8s",                          // network name or ID (HCLOUD_NETWORK): private IPs, routes, LB attachment
+//	  "addressFamily": "ipv4",                   // ipv4, ipv6 or dualstack (HCLOUD_INSTANCES_ADDRESS_FAMILY)
+//	  "zoneLabel": true,                         // set the zone label (HCLOUD_INSTANCES_ZONE_LABEL_ENABLED)
+//	  "requestTimeout": "10s",
+//	  "loadBalancers": {
+//	    "location": "fsn1", "networkZone": "", "type": "lb11", "algorithmType": "",
+//	    "usePrivateIP": false, "disablePrivateIngress": false, "disableIPv6": false,
+//	    "disablePublicNetwork": false
+//	  }
+//	}
+//
+// Hetzner Robot (dedicated) servers are not supported: their provider IDs
+// are answered with an error, never with "does not exist".
+package hcloud
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
+)
+
+// DefaultEndpoint is the Hetzner Cloud API.
+const DefaultEndpoint = "https://api.hetzner.cloud/v1"
+
+// DefaultTokenCredential is the credential read for the API token when the
+// config does not name one.
+const DefaultTokenCredential = "token"
+
+// Provider implements sdk.Provider, sdk.InstancesV2, sdk.LoadBalancer and
+// sdk.Routes against the Hetzner Cloud API.
+type Provider struct {
+	host sdk.Host
+	api  rest.Client
+	cfg  config
+
+	// networkID caches the configured network's ID once resolved.
+	networkID int64
+}
+
+var (
+	_ sdk.Provider     = (*Provider)(nil)
+	_ sdk.InstancesV2  = (*Provider)(nil)
+	_ sdk.LoadBalancer = (*Provider)(nil)
+	_ sdk.Routes       = (*Provider)(nil)
+)
+
+// New returns a provider that reaches the cloud through host. It must be
+// initialized with Init before use.
+func New(host sdk.Host) *Provider { return &Provider{host: host} }
+
+// config is the provider config; the comments name the official CCM's
+// environment variable each field replaces.
+type config struct {
+	Endpoint        string     `json:"endpoint"`
+	TokenCredential *string    `json:"tokenCredential"`
+	Network         string     `json:"network"`
+	AddressFamily   string     `json:"addressFamily"`
+	ZoneLabel       *bool      `json:"zoneLabel"`
+	RequestTimeout  string     `json:"requestTimeout"`
+	LoadBalancers   lbDefaults `json:"loadBalancers"`
+}
+
+// lbDefaults are the cluster-wide load balancer settings that annotations
+// override (HCLOUD_LOAD_BALANCERS_*).
+type lbDefaults struct {
+	Location              string `json:"location"`
+	NetworkZone           string `json:"networkZone"`
+	Type                  string `json:"type"`
+	AlgorithmType         string `json:"algorithmType"`
+	UsePrivateIP          bool   `json:"usePrivateIP"`
+	DisablePrivateIngress bool   `json:"disablePrivateIngress"`
+	DisableIPv6           bool   `json:"disableIPv6"`
+	DisablePublicNetwork  *bool  `json:"disablePublicNetwork"`
+}
+
+// Init parses the provider config. It does not contact the cloud, so an
+// unreachable API at start-up does not make the module unusable.
+func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
+	var cfg config
+	if raw = bytes.TrimSpace(raw); len(raw) > 0 && string(raw) != "null" {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return errors.New("hcloud: parsing provider config: " + err.Error())
+		}
+		if dec.More() {
+			return errors.New("hcloud: parsing provider config: data after the JSON object")
+		}
+	}
+	if cfg.Endpoint == "" {
+		cfg.Endpoint = DefaultEndpoint
+	}
+	if !strings.HasPrefix(cfg.Endpoint, "https://") && !strings.HasPrefix(cfg.Endpoint, "http://") ||
+		strings.ContainsAny(cfg.Endpoint, "?# \t\r\n") {
+		return errors.New("hcloud: provider config: endpoint " + strconv.Quote(cfg.Endpoint) +
+			" must be an http(s) URL without query or fragment, e.g. " + strconv.Quote(DefaultEndpoint))
+	}
+	switch cfg.AddressFamily {
+	case "":
+		cfg.AddressFamily = "ipv4"
+	case "ipv4", "ipv6", "dualstack":
+	default:
+		return errors.New("hcloud: provider config: addressFamily " + strconv.Quote(cfg.AddressFamily) + " is not ipv4, ipv6 or dualstack")
+	}
+	if cfg.ZoneLabel == nil {
+		enabled := true
+		cfg.ZoneLabel = &enabled
+	}
+	if a := cfg.LoadBalancers.AlgorithmType; a != "" && a != "round_robin" && a != "least_connections" {
+		return errors.New("hcloud: provider config: loadBalancers.algorithmType " + strconv.Quote(a) + " is not round_robin or least_connections")
+	}
+	var timeout time.Duration
+	if cfg.RequestTimeout != "" {
+		d, err := time.ParseDuration(cfg.RequestTimeout)
+		if err != nil || d <= 0 {
+			return errors.New("hcloud: provider config: requestTimeout " + strconv.Quote(cfg.RequestTimeout) + " is not a positive duration such as \"10s\"")
+		}
+		timeout = d
+	}
+	credential := DefaultTokenCredential
+	if cfg.TokenCredential != nil {
+		credential = *cfg.TokenCredential
+	}
+	p.cfg, p.networkID = cfg, 0
+	p.api = rest.Client{Host: p.host, Name: "hcloud", BaseURL: strings.TrimRight(cfg.Endpoint, "/"), Credential: credential,
+		Timeout: timeout, Absent: isNotFound, ErrorMessage: errorMessage}
+	if id, err := strconv.ParseInt(cfg.Network, 10, 64); err == nil && id > 0 {
+		p.networkID = id
+	}
+	p.logf(abi.LogInfo, "using endpoint "+p.api.BaseURL+networkNote(cfg.Network))
+	return nil
+}
+
+func networkNote(network string) string {
+	if network == "" {
+		return " without a network"
+	}
+	return " with network " + strconv.Quote(network)
+}
+
+// apiError is the body of every error the API answers.
+type apiError struct {
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func decodeAPIError(resp *abi.HTTPResponse) (code, msg string, ok bool) {
+	var e apiError
+	if !strings.HasPrefix(resp.Header("Content-Type"), "application/json") || json.Unmarshal(resp.Body, &e) != nil || e.Error == nil {
+		return "", "", false
+	}
+	return e.Error.Code, e.Error.Message, true
+}
+
+// isNotFound reports whether a 404 is the API's own "not_found" answer
+// about the requested object. A 404 without that body (a proxy, a wrong
+// endpoint) proves nothing, and must not make a Node or load balancer look
+// gone.
+func isNotFound(resp *abi.HTTPResponse) bool {
+	code, msg, ok := decodeAPIError(resp)
+	return ok && code == "not_found" && !strings.HasPrefix(msg, "no such endpoint")
+}
+
+func errorMessage(resp *abi.HTTPResponse) string {
+	if code, msg, ok := decodeAPIError(resp); ok {
+		return msg + " (" + code + ")"
+	}
+	return ""
+}
+
+func (p *Provider) logf(level abi.LogLevel, msg string) {
+	if p.host.LogEnabled(level) {
+		p.host.Log(level, "hcloud: "+msg)
+	}
+}
+
+// notFoundError is an error that matches sdk.ErrNotFound.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+func (e *notFoundError) Unwrap() error { return sdk.ErrNotFound }

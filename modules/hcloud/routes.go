@@ -1,0 +1,134 @@
+package hcloud
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strconv"
+
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+)
+
+// Routes live in the configured private network: a route sends a Node's
+// pod CIDR to the Node's server's address in that network, as the
+// official CCM does.
+
+func (p *Provider) routesNetwork(ctx context.Context, what string) (*network, string, error) {
+	if p.cfg.Network == "" {
+		return nil, "", errors.New("hcloud: " + what + ": routes need a network in the provider config")
+	}
+	id, err := p.network(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	path := "/networks/" + strconv.FormatInt(id, 10)
+	n, found, err := getByID[network](ctx, p, what+": getting network "+strconv.FormatInt(id, 10), "networks", "network", id)
+	if err == nil && !found {
+		err = errors.New("hcloud: " + what + ": network " + strconv.FormatInt(id, 10) + " does not exist")
+	}
+	return n, path, err
+}
+
+// ListRoutes implements sdk.Routes: every route of the network, named
+// "<gateway>-<destination>", targeting the server whose private address is
+// the gateway, or blackholed when no server has it.
+func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error) {
+	n, _, err := p.routesNetwork(ctx, "listing routes")
+	if err != nil {
+		return nil, err
+	}
+	servers, err := listAll[server](ctx, p, "listing servers for routes", "servers")
+	if err != nil {
+		return nil, err
+	}
+	byIP := map[string]string{}
+	for _, s := range servers {
+		for _, pn := range s.PrivateNet {
+			if pn.Network == n.ID {
+				byIP[pn.IP] = s.Name
+			}
+		}
+	}
+	out := make([]abi.Route, 0, len(n.Routes))
+	for _, r := range n.Routes {
+		rt := abi.Route{Name: r.Gateway + "-" + r.Destination, DestinationCIDR: r.Destination}
+		if node, ok := byIP[r.Gateway]; ok {
+			rt.TargetNode = node
+		} else {
+			rt.Blackhole = true
+		}
+		out = append(out, rt)
+	}
+	return out, nil
+}
+
+// CreateRoute implements sdk.Routes. The gateway is the private address of
+// the server named like the target Node, and must be one of the Node's
+// InternalIP addresses. A route to the same destination through another
+// gateway is replaced.
+func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *abi.Route) error {
+	what := "creating route " + route.DestinationCIDR + " to node " + strconv.Quote(route.TargetNode)
+	dest, err := netip.ParsePrefix(route.DestinationCIDR)
+	if err != nil {
+		return errors.New("hcloud: " + what + ": " + err.Error())
+	}
+	if !dest.Addr().Is4() {
+		return errors.New("hcloud: " + what + ": private networks do not support IPv6 routes")
+	}
+	n, path, err := p.routesNetwork(ctx, what)
+	if err != nil {
+		return err
+	}
+	s, err := p.serverByName(ctx, route.TargetNode)
+	if err != nil {
+		return err
+	}
+	if s == nil {
+		return errors.New("hcloud: " + what + ": no server is named like the node")
+	}
+	gateway := ""
+	for _, pn := range s.PrivateNet {
+		if pn.Network == n.ID {
+			gateway = pn.IP
+		}
+	}
+	if gateway == "" {
+		return errors.New("hcloud: " + what + ": server " + strconv.FormatInt(s.ID, 10) + " is not attached to network " + strconv.FormatInt(n.ID, 10))
+	}
+	listed := false
+	for _, a := range route.TargetNodeAddresses {
+		listed = listed || (a.Type == "InternalIP" && a.Address == gateway)
+	}
+	if !listed {
+		return errors.New("hcloud: " + what + ": the server's private address " + gateway + " is not an InternalIP of the node")
+	}
+	destination := dest.Masked().String()
+	for _, r := range n.Routes {
+		if r.Destination != destination {
+			continue
+		}
+		if r.Gateway == gateway {
+			return nil
+		}
+		if err := p.post(ctx, what+": replacing the route via "+r.Gateway, path+"/actions/delete_route", r); err != nil {
+			return err
+		}
+	}
+	return p.post(ctx, what, path+"/actions/add_route", networkRoute{Destination: destination, Gateway: gateway})
+}
+
+// DeleteRoute implements sdk.Routes. A route that is already gone is
+// deleted.
+func (p *Provider) DeleteRoute(ctx context.Context, _ string, route *abi.Route) error {
+	what := "deleting route " + route.DestinationCIDR
+	n, path, err := p.routesNetwork(ctx, what)
+	if err != nil {
+		return err
+	}
+	for _, r := range n.Routes {
+		if r.Destination == route.DestinationCIDR {
+			return p.post(ctx, what, path+"/actions/delete_route", r)
+		}
+	}
+	return nil
+}
