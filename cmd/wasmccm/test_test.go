@@ -77,7 +77,7 @@ func TestConformanceSimcloud(t *testing.T) {
 				t.Fatalf("exit %d\n%s%s", code, out, errOut)
 			}
 			for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleLBLifecycle,
-				conformance.RuleLBIdempotent, conformance.RuleNoCredentialLeak, "faults"} {
+				conformance.RuleLBIdempotent, conformance.RuleNoCredentialLeak, conformance.FaultChecks} {
 				if !strings.Contains(out, "ok   "+rule) {
 					t.Errorf("no passed %s check in\n%s", rule, out)
 				}
@@ -119,6 +119,7 @@ func TestConformanceBrokenModules(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {
+			t.Parallel() // each has its own cloud
 			config, spec := simcloudEnv(t, `, bug: `+tt.bug)
 			junit := filepath.Join(t.TempDir(), "report.xml")
 			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, broken)

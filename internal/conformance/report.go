@@ -32,6 +32,10 @@ const (
 	// RuleLBDeleteConfirmed: EnsureLoadBalancerDeleted does not report
 	// success when its DELETE failed.
 	RuleLBDeleteConfirmed = "lb-delete-confirmed"
+
+	// FaultChecks classes the passing check of one call under one fault,
+	// which kept every rule above.
+	FaultChecks = "faults"
 )
 
 // Result is one check.

@@ -121,18 +121,14 @@ func (r *runner) fail(rule, name, why string, trace []Exchange) {
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why, Trace: trace})
 }
 
-// check records a pass or, when why is not "", a failure.
+// check records the call o as a pass or, when why is not "", a failure.
 func (r *runner) check(rule, name, why string, o *outcome) {
 	if why == "" {
-		r.pass(rule, name)
+		r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Duration: o.elapsed})
 		return
 	}
-	var trace []Exchange
-	if o != nil {
-		trace = o.trace
-		why += "\nmodule answered: " + o.String()
-	}
-	r.fail(rule, name, why, trace)
+	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why + "\nmodule answered: " + o.String(),
+		Trace: o.trace, Duration: o.elapsed})
 }
 
 // outcome is what one module call answered and the requests it made.
@@ -143,6 +139,7 @@ type outcome struct {
 	after    time.Duration
 	err      error
 	trace    []Exchange
+	elapsed  time.Duration
 	injected bool // a fault was injected into one of its requests
 }
 
@@ -178,9 +175,9 @@ func (r *runner) call(export string, in abi.Message, out func() abi.Message) *ou
 	if out != nil {
 		o.out = out()
 	}
-	mark := r.ic.Mark()
+	mark, start := r.ic.Mark(), time.Now()
 	o.err = r.mod.Call(r.ctx, export, in, o.out)
-	o.trace = r.ic.Since(mark)
+	o.elapsed, o.trace = time.Since(start), r.ic.Since(mark)
 	var se *host.StatusError
 	switch {
 	case o.err == nil:
@@ -229,7 +226,7 @@ func (r *runner) underFaults(name string, clean *outcome, call func() *outcome, 
 			}
 		}
 		if !failed {
-			r.pass("faults", fmt.Sprintf("%s under %s", name, f))
+			r.pass(FaultChecks, fmt.Sprintf("%s under %s", name, f))
 		}
 	}
 }
@@ -352,6 +349,13 @@ func (r *runner) loadBalancer() {
 		return what + " failed against a healthy cloud"
 	}
 
+	// Whatever happens, leave no test load balancer behind.
+	defer func() {
+		if o := del(); !o.ok() {
+			r.check(rule, "EnsureLoadBalancerDeleted at the end", "EnsureLoadBalancerDeleted failed against a healthy cloud; the test load balancer may be left", o)
+		}
+	}()
+
 	// Delete what an interrupted run may have left, then the lifecycle.
 	o := del()
 	if r.notImplemented(o, abi.CapabilityLoadBalancer) || !step("EnsureLoadBalancerDeleted before the test", o, failed(o, "EnsureLoadBalancerDeleted")) {
@@ -430,9 +434,6 @@ func (r *runner) loadBalancer() {
 		}
 		return retryRule(f, o)
 	})
-	if o := del(); !o.ok() {
-		r.check(rule, "EnsureLoadBalancerDeleted at the end", "EnsureLoadBalancerDeleted failed against a healthy cloud; the test load balancer may be left", o)
-	}
 }
 
 // leaks searches everything the module said for the credential values.

@@ -21,6 +21,8 @@
 // Providers reach the cloud through the Host they are given, so the same
 // provider code runs natively in-process (for unit tests and benchmarks)
 // with a Host from package sdk/native.
+// Package sdk/rest calls HTTP/JSON APIs through that Host and maps the
+// cloud's answers to the errors below.
 //
 // The SDK imports only the standard library, so modules build with TinyGo
 // (-target=wasip1 -buildmode=c-shared -scheduler=none) and with standard Go

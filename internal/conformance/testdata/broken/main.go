@@ -38,9 +38,9 @@ func (p *provider) Init(ctx context.Context, cluster string, raw []byte) error {
 	p.bug, _ = cfg["bug"].(string)
 	endpoint, _ := cfg["endpoint"].(string)
 	delete(cfg, "bug")
-	rest, _ := json.Marshal(cfg)
+	simcloudConfig, _ := json.Marshal(cfg)
 	p.api.Host, p.api.Name, p.api.BaseURL, p.api.Credential = p.host, "broken", endpoint, "token"
-	return p.Provider.Init(ctx, cluster, rest)
+	return p.Provider.Init(ctx, cluster, simcloudConfig)
 }
 
 func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, error) {
