@@ -42,9 +42,9 @@ type Fault struct {
 // Set holds the active faults of one fake API. Its zero value is empty and
 // ready to use; it is safe for concurrent use.
 type Set struct {
-	mu       sync.Mutex
-	faults   []Fault
-	injected int
+	mu     sync.Mutex
+	faults []Fault
+	hits   int
 }
 
 // Add adds f, replacing a fault of the same name.
@@ -95,11 +95,11 @@ func (s *Set) Clear() {
 	s.faults = nil
 }
 
-// Injected counts the failures injected so far.
-func (s *Set) Injected() int {
+// Hits counts the requests that faults failed or delayed so far.
+func (s *Set) Hits() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.injected
+	return s.hits
 }
 
 // pick decides, at arrival, the delay of a request and the fault that
@@ -127,7 +127,9 @@ func (s *Set) pick(method, path string) (time.Duration, *Fault) {
 		}
 		copied := *f
 		inj = &copied
-		s.injected++
+	}
+	if inj != nil || delay > 0 {
+		s.hits++
 	}
 	return delay, inj
 }

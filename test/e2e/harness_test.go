@@ -89,17 +89,24 @@ func setup(t *testing.T, tc wasmbuild.Toolchain, opts simcloud.Options, editConf
 // setupModule is setup with the module built from the main package at
 // pkgDir instead of the first-party one.
 func setupModule(t *testing.T, pkgDir string, tc wasmbuild.Toolchain, opts simcloud.Options, editConfig func(string) string, extraFlags ...string) *env {
+	opts.Token = cloudToken
+	cloud := simcloud.New(opts)
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	e := startModule(t, pkgDir, tc, srv.URL, fmt.Sprintf("{endpoint: %q, tokenCredential: token}", srv.URL), editConfig, extraFlags...)
+	e.cloud = cloud
+	return e
+}
+
+// startModule starts a cluster and the CCM with the module built from
+// pkgDir, allowed to reach cloudURL, with the given providerConfig (YAML).
+func startModule(t *testing.T, pkgDir string, tc wasmbuild.Toolchain, cloudURL, providerConfig string, editConfig func(string) string, extraFlags ...string) *env {
 	c := cluster.StartForTest(t)
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts.Token = cloudToken
-	cloud := simcloud.New(opts)
-	srv := httptest.NewServer(cloud.Handler())
-	t.Cleanup(srv.Close)
-
-	e := &env{t: t, client: client, cloud: cloud, cloudURL: srv.URL, dir: t.TempDir()}
+	e := &env{t: t, client: client, cloudURL: cloudURL, dir: t.TempDir()}
 	modulePath := e.mountModule(pkgDir, tc)
 	kubeconfig := filepath.Join(e.dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
@@ -118,8 +125,8 @@ http:
   allowedOrigins: [%q]
   timeout: 5s
 credentials: {dir: %s, granted: [token]}
-providerConfig: {endpoint: %q, tokenCredential: token}
-`, modulePath, filepath.Join(wasmbuild.CacheDir(), "compilation"), srv.URL, credDir, srv.URL)
+providerConfig: %s
+`, modulePath, filepath.Join(wasmbuild.CacheDir(), "compilation"), cloudURL, credDir, providerConfig)
 	if editConfig != nil {
 		config = editConfig(config)
 	}
