@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/xml"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/conformance"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
@@ -29,6 +31,40 @@ func simcloudEnv(t *testing.T, extra string) (config, spec string) {
 	}})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
+	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`"`+extra+`}`, `nodes:
+- {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1}
+- {name: node-2, exists: true}
+- {name: deleted, providerID: "simcloud://i-0099", exists: false}
+`)
+}
+
+// hcloudEnv starts the fake Hetzner Cloud API with a network and two
+// servers on it, and writes the files as simcloudEnv does.
+func hcloudEnv(t *testing.T) (config, spec string) {
+	t.Helper()
+	cloud := hcloudfake.New(hcloudfake.Options{Token: simToken})
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec = "nodes:\n"
+	for _, s := range []hcloudfake.Server{{Name: "node-1", Location: "fsn1", Network: network.ID}, {Name: "node-2", Location: "nbg1", Network: network.ID}} {
+		got, err := cloud.AddServer(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		spec += fmt.Sprintf("- {name: %s, providerID: \"hcloud://%d\", exists: true, region: %s}\n", s.Name, got.ID, s.Location)
+	}
+	spec += "- {name: deleted, providerID: \"hcloud://999999\", exists: false}\n"
+	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, spec)
+}
+
+// conformanceFiles writes a cloud-config granting the cloud's origin and
+// the token, with providerConfig, and the test spec.
+func conformanceFiles(t *testing.T, origin, providerConfig, specYAML string) (config, spec string) {
+	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
 		path := filepath.Join(dir, name)
@@ -40,16 +76,11 @@ func simcloudEnv(t *testing.T, extra string) (config, spec string) {
 	os.Mkdir(filepath.Join(dir, "credentials"), 0o700)
 	write("credentials/token", simToken+"\n")
 	config = write("cloud-config.yaml", `module: {path: unused.wasm}
-http: {allowedOrigins: ["`+srv.URL+`"]}
+http: {allowedOrigins: ["`+origin+`"]}
 credentials: {dir: `+filepath.Join(dir, "credentials")+`, granted: [token]}
-providerConfig: {endpoint: "`+srv.URL+`"`+extra+`}
+providerConfig: `+providerConfig+`
 `)
-	spec = write("test-spec.yaml", `nodes:
-- {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1}
-- {name: node-2, exists: true}
-- {name: deleted, providerID: "simcloud://i-0099", exists: false}
-`)
-	return config, spec
+	return config, write("test-spec.yaml", specYAML)
 }
 
 func buildModule(t *testing.T, dir string, tc wasmbuild.Toolchain) string {
@@ -61,47 +92,57 @@ func buildModule(t *testing.T, dir string, tc wasmbuild.Toolchain) string {
 	return path
 }
 
-// TestConformanceSimcloud: the simcloud module passes every rule, built
-// with each toolchain, and the JUnit report says so case by case.
-func TestConformanceSimcloud(t *testing.T) {
+// TestConformancePasses: the first-party modules pass every rule against
+// their clouds' fakes, built with each toolchain, and the JUnit report says
+// so case by case.
+func TestConformancePasses(t *testing.T) {
 	tcs, err := wasmbuild.Toolchains()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range tcs {
-		t.Run(string(tc), func(t *testing.T) {
-			config, spec := simcloudEnv(t, "")
-			junit := filepath.Join(t.TempDir(), "report.xml")
-			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, buildModule(t, "../../modules/simcloud/module", tc))
-			if code != 0 || !strings.HasSuffix(out, "PASS\n") {
-				t.Fatalf("exit %d\n%s%s", code, out, errOut)
-			}
-			for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleLBLifecycle,
-				conformance.RuleLBIdempotent, conformance.RuleNoCredentialLeak, conformance.FaultChecks} {
-				if !strings.Contains(out, "ok   "+rule) {
-					t.Errorf("no passed %s check in\n%s", rule, out)
+	modules := []struct {
+		name string
+		env  func(*testing.T) (config, spec string)
+	}{
+		{"simcloud", func(t *testing.T) (string, string) { return simcloudEnv(t, "") }},
+		{"hcloud", hcloudEnv},
+	}
+	for _, m := range modules {
+		for _, tc := range tcs {
+			t.Run(m.name+"/"+string(tc), func(t *testing.T) {
+				config, spec := m.env(t)
+				junit := filepath.Join(t.TempDir(), "report.xml")
+				code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, buildModule(t, "../../modules/"+m.name+"/module", tc))
+				if code != 0 || !strings.HasSuffix(out, "PASS\n") {
+					t.Fatalf("exit %d\n%s%s", code, out, errOut)
 				}
-			}
-			var report struct {
-				Suites []struct {
-					Tests    int `xml:"tests,attr"`
-					Failures int `xml:"failures,attr"`
-					Cases    []struct {
-						Name string `xml:"name,attr"`
-					} `xml:"testcase"`
-				} `xml:"testsuite"`
-			}
-			data, err := os.ReadFile(junit)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := xml.Unmarshal(data, &report); err != nil {
-				t.Fatalf("JUnit report: %v\n%s", err, data)
-			}
-			if s := report.Suites; len(s) != 1 || s[0].Failures != 0 || s[0].Tests != len(s[0].Cases) || s[0].Tests != strings.Count(out, "\nok   ") {
-				t.Fatalf("JUnit report disagrees with the text one: %+v", report)
-			}
-		})
+				for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleLBLifecycle,
+					conformance.RuleLBIdempotent, conformance.RuleNoCredentialLeak, conformance.FaultChecks} {
+					if !strings.Contains(out, "ok   "+rule) {
+						t.Errorf("no passed %s check in\n%s", rule, out)
+					}
+				}
+				var report struct {
+					Suites []struct {
+						Tests    int `xml:"tests,attr"`
+						Failures int `xml:"failures,attr"`
+						Cases    []struct {
+							Name string `xml:"name,attr"`
+						} `xml:"testcase"`
+					} `xml:"testsuite"`
+				}
+				data, err := os.ReadFile(junit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := xml.Unmarshal(data, &report); err != nil {
+					t.Fatalf("JUnit report: %v\n%s", err, data)
+				}
+				if s := report.Suites; len(s) != 1 || s[0].Failures != 0 || s[0].Tests != len(s[0].Cases) || s[0].Tests != strings.Count(out, "\nok   ") {
+					t.Fatalf("JUnit report disagrees with the text one: %+v", report)
+				}
+			})
+		}
 	}
 }
 
@@ -114,7 +155,7 @@ func TestConformanceBrokenModules(t *testing.T) {
 	}{
 		{"false-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 1 of 1)\n     InstanceExists answered false"},
 		{"plain-429", conformance.RuleRetryAfter, "-> 429 (51 bytes) [injected: 429+Retry-After]"},
-		{"duplicate-lb", conformance.RuleLBIdempotent, "sent 1 create-like (POST) request(s)"},
+		{"duplicate-lb", conformance.RuleLBIdempotent, "sent create-like requests (POST /v1/loadbalancers): a duplicate"},
 		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]"},
 	}
 	for _, tt := range tests {

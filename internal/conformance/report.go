@@ -27,7 +27,7 @@ const (
 	// RuleLBLifecycle: ensure, get, update, delete, get, delete again.
 	RuleLBLifecycle = "lb-lifecycle"
 	// RuleLBIdempotent: ensuring an existing load balancer creates
-	// nothing (no create-like POST) and answers the same status.
+	// nothing (no POST to a collection) and answers the same status.
 	RuleLBIdempotent = "lb-idempotent"
 	// RuleLBDeleteConfirmed: EnsureLoadBalancerDeleted does not report
 	// success when its DELETE failed.

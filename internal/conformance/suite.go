@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -156,15 +157,35 @@ func (o *outcome) String() string {
 	return "OK " + string(b)
 }
 
-// posts counts the create-like requests of the call.
-func (o *outcome) posts() int {
-	n := 0
+// creates returns the create-like requests of the call: POSTs to a
+// collection, that is to a path under which the run has addressed other
+// objects (POST /v1/lbs, GET /v1/lbs/lb-1), which is how REST APIs create.
+// A POST to an object or its actions (POST /v1/lbs/4/actions/update) is an
+// update.
+func (r *runner) creates(o *outcome) []string {
+	var seen []string
+	for _, ex := range r.ic.Since(0) {
+		seen = append(seen, urlPath(ex.URL))
+	}
+	var creates []string
 	for _, ex := range o.trace {
-		if ex.Method == "POST" {
-			n++
+		if ex.Method != "POST" {
+			continue
+		}
+		p := urlPath(ex.URL)
+		if slices.ContainsFunc(seen, func(s string) bool { return strings.HasPrefix(s, p+"/") }) {
+			creates = append(creates, "POST "+p)
 		}
 	}
-	return n
+	return creates
+}
+
+func urlPath(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return strings.TrimSuffix(u.Path, "/")
 }
 
 func (r *runner) call(export string, in abi.Message, out func() abi.Message) *outcome {
@@ -380,8 +401,8 @@ func (r *runner) loadBalancer() {
 	why = failed(again, "EnsureLoadBalancer of an existing load balancer")
 	switch {
 	case why != "":
-	case again.posts() > 0:
-		why = fmt.Sprintf("EnsureLoadBalancer of an existing load balancer sent %d create-like (POST) request(s): a duplicate", again.posts())
+	case len(r.creates(again)) > 0:
+		why = fmt.Sprintf("EnsureLoadBalancer of an existing load balancer sent create-like requests (%s): a duplicate", strings.Join(r.creates(again), ", "))
 	case !sameStatus(again.out.(*abi.LoadBalancerStatus), status):
 		why = "EnsureLoadBalancer of an existing load balancer answered another status"
 	}
@@ -394,8 +415,8 @@ func (r *runner) loadBalancer() {
 		return retryRule(f, o)
 	})
 	r.underFaults("EnsureLoadBalancer", again, ensure, nil, func(f Fault, o *outcome) (string, string) {
-		if o.posts() > 0 {
-			return RuleLBIdempotent, "EnsureLoadBalancer of an existing load balancer sent a create-like (POST) request under a fault: a duplicate"
+		if creates := r.creates(o); len(creates) > 0 {
+			return RuleLBIdempotent, "EnsureLoadBalancer of an existing load balancer sent create-like requests under a fault (" + strings.Join(creates, ", ") + "): a duplicate"
 		}
 		return retryRule(f, o)
 	})
