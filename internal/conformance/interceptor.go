@@ -43,7 +43,8 @@ type Exchange struct {
 	// Injected names the fault that replaced or altered the cloud's
 	// answer; "" for a real one.
 	Injected Fault
-	// BodySize is the size of the body the module received.
+	// BodySize is the size of the body the module received, -1 when the
+	// cloud streamed it without a length.
 	BodySize int
 	// secretInURL records that the URL held a credential before it was
 	// redacted.
@@ -55,6 +56,8 @@ func (e Exchange) String() string {
 	switch {
 	case e.Err != "":
 		answer = "error: " + e.Err
+	case e.BodySize < 0: // streamed, of unknown length
+		answer = fmt.Sprint(e.Status)
 	default:
 		answer = fmt.Sprintf("%d (%d bytes)", e.Status, e.BodySize)
 	}
