@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"sync/atomic"
 
@@ -27,6 +28,15 @@ func Register() {
 	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {
 		cfg, err := ParseConfig(r)
 		if err != nil {
+			return nil, err
+		}
+		// cloudprovider.InitCloudProvider passes the opened --cloud-config;
+		// its path lets a changed module.image be picked up.
+		var configPath string
+		if f, ok := r.(*os.File); ok {
+			configPath = f.Name()
+		}
+		if err := useImage(context.Background(), cfg, configPath); err != nil {
 			return nil, err
 		}
 		return New(context.Background(), cfg)

@@ -29,8 +29,19 @@ type Config struct {
 // ModuleConfig says where the module is and how to trust it.
 type ModuleConfig struct {
 	// Path of the .wasm or gzip-compressed .wasm.gz file, typically in a
-	// mounted ConfigMap.
-	Path string `json:"path"`
+	// mounted ConfigMap or image volume. Exclusive with Image.
+	Path string `json:"path,omitempty"`
+	// Image is a Wasm OCI artifact, REGISTRY/REPOSITORY@sha256:DIGEST, that
+	// the CCM pulls itself (see image.go). A tag is refused unless
+	// AllowTags. A changed reference is hot-reloaded.
+	Image     string `json:"image,omitempty"`
+	AllowTags bool   `json:"allowTags,omitempty"`
+	// RegistryConfig is a docker config file with the registry's
+	// credentials, e.g. a mounted kubernetes.io/dockerconfigjson Secret.
+	RegistryConfig string `json:"registryConfig,omitempty"`
+	// ImageCacheDir keeps pulled modules by digest, so that a restart or a
+	// registry outage does not need the registry.
+	ImageCacheDir string `json:"imageCacheDir,omitempty"`
 	// SHA256 pins the file's digest (hex, optional "sha256:" prefix).
 	SHA256 string `json:"sha256,omitempty"`
 	// PublicKeyPath and SignaturePath, when set, require a valid ECDSA
@@ -91,8 +102,8 @@ func ParseConfig(r io.Reader) (*Config, error) {
 
 func (c *Config) validate() error {
 	var errs []error
-	if c.Module.Path == "" {
-		errs = append(errs, errors.New("module.path is required"))
+	if err := c.Module.validateSource(); err != nil {
+		errs = append(errs, err)
 	}
 	if (c.Module.PublicKeyPath == "") != (c.Module.SignaturePath == "") {
 		errs = append(errs, errors.New("module.publicKeyPath and module.signaturePath go together"))

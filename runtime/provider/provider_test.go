@@ -316,7 +316,11 @@ credentials: {dir: /etc/creds, granted: [token]}
 providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 `, ""},
 		{"unknown field", "module: {path: x}\nlimit: {poolSize: 2}\n", `unknown field "limit"`},
-		{"no module", "clusterName: x\n", "module.path is required"},
+		{"no module", "clusterName: x\n", "module.path or module.image is required"},
+		{"path and image", "module: {path: x, image: r.example/m@sha256:" + strings.Repeat("a", 64) + ", imageCacheDir: /c}\n", "exclude each other"},
+		{"image by tag", "module: {image: r.example/m:v1, imageCacheDir: /c}\n", "has no digest"},
+		{"image without cache", "module: {image: r.example/m@sha256:" + strings.Repeat("a", 64) + "}\n", "needs module.imageCacheDir"},
+		{"registry settings without image", "module: {path: x, allowTags: true}\n", "need module.image"},
 		{"bad origin", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a/path\"]}\n", "only scheme://host[:port]"},
 		{"bad credential", "module: {path: x}\ncredentials: {dir: /d, granted: [\"../etc/passwd\"]}\n", "not a plain Secret key"},
 		{"grant without dir", "module: {path: x}\ncredentials: {granted: [token]}\n", "needs credentials.dir"},
