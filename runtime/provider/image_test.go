@@ -23,7 +23,8 @@ import (
 // withCustomSection returns wasm with a custom section appended: the same
 // module to the runtime, another artifact to a registry.
 func withCustomSection(wasm []byte, tag string) []byte {
-	payload := append([]byte{byte(len(tag))}, tag...)
+	const name = "wasmccm.test"
+	payload := append(append([]byte{byte(len(name))}, name...), tag...)
 	return append(append(bytes.Clone(wasm), 0x00, byte(len(payload))), payload...)
 }
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
@@ -36,11 +37,14 @@ import (
 const repoRoot = "../../.."
 
 // testBinary runs wasm-cloud-controller-manager with the Deployment's args,
-// as the ServiceAccount, with the pod's volumes laid out from the manifests
-// and the simcloud module delivered through the rendered module ConfigMap.
+// as the ServiceAccount, with the pod's volumes laid out from the manifests.
+// The simcloud module is delivered as each source ships it by default: the
+// kustomize manifests through the rendered module ConfigMap, the chart (with
+// module.source=registry) by the manager pulling it from a registry
+// started here, with a pull secret.
 // It checks what only the whole manager exercises: the flags, loading the
-// module from the cloud-config, leader election, and delegated
-// authentication and authorization of the secure port.
+// module from the cloud-config, leader election, delegated authentication
+// and authorization of the secure port, and a hot reload.
 func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kubernetes.Interface, sa *saClient, src source) {
 	if testing.Short() {
 		t.Skip("builds the manager and a module; skipped with -short")
@@ -53,13 +57,20 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 
-	// The module, as an operator delivers it: through render.sh when it
-	// fits in a ConfigMap, which a TinyGo build does.
 	module, viaConfigMap := simcloudModule(t)
 	var all []manifest
-	if viaConfigMap {
+	var reg *moduleRegistry
+	switch {
+	case src.name == "chart":
+		reg = startModuleRegistry(t)
+		all = renderChart(t, gzipBytes(t, emptyModule), "module.source=registry",
+			"module.registry.reference="+reg.push(ctx, t, module), "module.registry.pullSecret="+pullSecretName)
+		all = append(all, reg.pullSecret(t))
+	case viaConfigMap:
+		// The module, as an operator delivers it: through render.sh when it
+		// fits in a ConfigMap, which a TinyGo build does.
 		all = src.load(t, module)
-	} else {
+	default:
 		all = src.load(t, gzipBytes(t, emptyModule))
 	}
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
@@ -72,7 +83,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 		}
 		return p
 	}
-	if !viaConfigMap {
+	if reg == nil && !viaConfigMap {
 		t.Logf("the module (%d bytes compressed) exceeds a ConfigMap; writing it to the volume directly", len(module))
 		if err := os.WriteFile(resolve(cfg.Module.Path), module, 0o644); err != nil {
 			t.Fatal(err)
@@ -84,16 +95,28 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	args := dep.Spec.Template.Spec.Containers[0].Args
 	cloudConfigPath := resolve(flagValue(t, args, "cloud-config"))
 	hostCfg := *cfg
-	hostCfg.Module.Path = resolve(cfg.Module.Path)
-	hostCfg.Module.CompilationCacheDir = resolve(cfg.Module.CompilationCacheDir)
-	hostCfg.Credentials.Dir = resolve(cfg.Credentials.Dir)
-	data, err := yaml.Marshal(hostCfg)
-	if err != nil {
-		t.Fatal(err)
+	for _, p := range []*string{&hostCfg.Module.Path, &hostCfg.Module.CompilationCacheDir, &hostCfg.Credentials.Dir,
+		&hostCfg.Module.ImageCacheDir, &hostCfg.Module.RegistryConfig} {
+		if *p != "" {
+			*p = resolve(*p)
+		}
 	}
-	if err := os.WriteFile(cloudConfigPath, data, 0o644); err != nil {
-		t.Fatal(err)
+	// writeCloudConfig writes the cloud-config as the kubelet updates a
+	// ConfigMap volume: a new file renamed over the old.
+	writeCloudConfig := func(cfg provider.Config) {
+		data, err := yaml.Marshal(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmp := cloudConfigPath + ".new"
+		if err := os.WriteFile(tmp, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, cloudConfigPath); err != nil {
+			t.Fatal(err)
+		}
 	}
+	writeCloudConfig(hostCfg)
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	writeTokenKubeconfig(t, kubeconfig, c.Config.Host, c.Config.CAData, sa.token)
 	port := freePort(t)
@@ -178,21 +201,33 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 		})
 	}
 
-	// A new module file, as the kubelet writes it when the module ConfigMap
-	// changes: a new file renamed over the old. The same module
-	// uncompressed is a new file with the same capabilities.
+	// A new module: for the ConfigMap, a new file as the kubelet writes it
+	// when the ConfigMap changes (a new file renamed over the old); for the
+	// registry, a new artifact and a new reference in the cloud-config. The
+	// same module with a custom section added is a new file with the same
+	// capabilities.
 	t.Run("hot reload of a new module", func(t *testing.T) {
-		modulePath := resolve(cfg.Module.Path)
-		wasm, err := provider.ReadModule(provider.ModuleConfig{Path: modulePath})
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmp := filepath.Join(filepath.Dir(modulePath), ".new")
-		if err := os.WriteFile(tmp, wasm, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(tmp, modulePath); err != nil {
-			t.Fatal(err)
+		if reg != nil {
+			wasm, err := host.Decompress(module)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next := hostCfg
+			next.Module.Image = reg.push(ctx, t, withCustomSection(wasm, "v2"))
+			writeCloudConfig(next)
+		} else {
+			modulePath := resolve(cfg.Module.Path)
+			wasm, err := provider.ReadModule(provider.ModuleConfig{Path: modulePath})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tmp := filepath.Join(filepath.Dir(modulePath), ".new")
+			if err := os.WriteFile(tmp, wasm, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, modulePath); err != nil {
+				t.Fatal(err)
+			}
 		}
 		timeout := cfg.Module.ReloadInterval.Duration + 30*time.Second
 		poll(ctx, t, timeout, logs, func(ctx context.Context) error {
@@ -212,7 +247,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	})
 
 	out := logs()
-	for _, want := range []string{
+	wantLogs := []string{
 		"provider module loaded",
 		"provider module reloaded",
 		"Successfully acquired lease",
@@ -220,7 +255,11 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 		`Started "cloud-node-lifecycle-controller"`,
 		`Started "service-lb-controller"`,
 		`Started "node-route-controller"`,
-	} {
+	}
+	if reg != nil {
+		wantLogs = append(wantLogs, "provider module pulled", "provider module pulled for a changed module.image")
+	}
+	for _, want := range wantLogs {
 		if !strings.Contains(out, want) {
 			t.Errorf("the manager's log lacks %q", want)
 		}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 // helmLabels are the labels only the chart sets; they differ between
@@ -175,6 +177,9 @@ func TestChartModuleSources(t *testing.T) {
 			}
 			if err := yaml.Unmarshal([]byte(cm.Data["cloud-config.yaml"]), &cfg); err != nil {
 				t.Fatal(err)
+			}
+			if _, err := provider.ParseConfig(strings.NewReader(cm.Data["cloud-config.yaml"])); err != nil {
+				t.Errorf("the CCM refuses the rendered cloud-config: %v", err)
 			}
 			tt.check(t, &dep.Spec.Template.Spec, cfg.Module)
 			// Only the default source ships the module in a ConfigMap.

@@ -182,6 +182,18 @@ func newPodFiles(t testing.TB, all []manifest, pod *corev1.PodSpec) *podFiles {
 			for k, s := range s.StringData {
 				files[k] = []byte(s)
 			}
+			if len(v.Secret.Items) > 0 {
+				// Only the listed keys, under their paths.
+				selected := map[string][]byte{}
+				for _, item := range v.Secret.Items {
+					data, ok := files[item.Key]
+					if !ok {
+						t.Fatalf("volume %s: Secret %s has no key %s", v.Name, s.Name, item.Key)
+					}
+					selected[item.Path] = data
+				}
+				files = selected
+			}
 		case v.EmptyDir != nil:
 		default:
 			t.Fatalf("volume %s: unexpected source", v.Name)
