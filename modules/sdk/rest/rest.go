@@ -222,7 +222,8 @@ func (r *Request) target() string {
 	if len(r.Query) == 0 {
 		return r.Path
 	}
-	b := append(make([]byte, 0, len(r.Path)+32), r.Path...)
+	var buf [128]byte // on the stack for all but long URLs
+	b := append(buf[:0], r.Path...)
 	for i, p := range r.Query {
 		if i == 0 {
 			b = append(b, '?')
