@@ -4,7 +4,9 @@
 # cloud's API answered in-process; the ABI's own cost; compile, start-up
 # and instantiation; pool throughput; the guest's work part by part. The
 # raw `go test -bench` output goes to $BENCH_OUT (default bin/bench.txt),
-# then test/bench/report prints it as the tables of BENCHMARKS.md.
+# then test/bench/report prints it as the tables of BENCHMARKS.md; the
+# guest memory figures of runtime/host's BenchmarkGuestMemory go to
+# bin/bench-memory.txt.
 #
 #   hack/bench.sh                      all benchmarks, 5 runs each
 #   COUNT=10 BENCH='Call|ABI' hack/bench.sh
@@ -30,6 +32,16 @@ echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/c
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0
 go test ./test/bench -run '^$' -bench "$BENCH" -benchmem -count="$COUNT" -benchtime="$BENCHTIME" -timeout 3h | tee "$out" || status=$?
+# Guest memory (runtime/host): four instances grown to their 128 MiB cap
+# by eight callers, then recycled; peak and settled RSS of the process, so
+# each allocator runs alone in its own process.
+if [[ "$BENCH" == "." || "$BENCH" == *GuestMemory* ]]; then
+  : >"${out%.txt}-memory.txt"
+  for allocator in mmap go-heap; do
+    go test ./runtime/host -run '^$' -bench "^BenchmarkGuestMemory\$/^allocator=$allocator\$" -benchtime=1x -count=1 |
+      grep '^Benchmark' | tee -a "${out%.txt}-memory.txt" || status=$?
+  done
+fi
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 go run ./test/bench/report "$out"
