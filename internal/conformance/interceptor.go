@@ -14,7 +14,9 @@ import (
 
 // Fault is a failure the suite injects into one of a module's HTTP
 // requests, in the host's HTTP layer, where the module cannot tell it from
-// the cloud's own.
+// the cloud's own. A reset or a timeout is returned at once, as the
+// transport reports it, without holding the connection or waiting out the
+// deadline: the module sees what it would see, and the run stays fast.
 type Fault string
 
 const (

@@ -96,18 +96,27 @@ type runner struct {
 	secrets []string
 	report  *Report
 
-	mu   sync.Mutex
-	logs []string
+	mu         sync.Mutex
+	leakedLogs []string
 	// texts are the module's errors and results, searched for secrets.
 	texts []text
 }
 
 type text struct{ where, s string }
 
+// logLine keeps the module's log lines that hold a credential; a module
+// that floods its log cannot make the run hold every line.
 func (r *runner) logLine(level abi.LogLevel, msg string) {
+	if !r.holdsSecret(msg) {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.logs = append(r.logs, level.String()+": "+msg)
+	r.leakedLogs = append(r.leakedLogs, "log line "+level.String()+": "+msg)
+}
+
+func (r *runner) holdsSecret(s string) bool {
+	return slices.ContainsFunc(r.secrets, func(secret string) bool { return secret != "" && strings.Contains(s, secret) })
 }
 
 func (r *runner) pass(rule, name string) {
@@ -463,9 +472,6 @@ func (r *runner) leaks() {
 		r.skip(RuleNoCredentialLeak, "credentials stay secret", "the module is granted no credential")
 		return
 	}
-	contains := func(s string) bool {
-		return slices.ContainsFunc(r.secrets, func(secret string) bool { return secret != "" && strings.Contains(s, secret) })
-	}
 	check := func(name string, found []string) {
 		if len(found) == 0 {
 			r.pass(RuleNoCredentialLeak, name)
@@ -474,17 +480,11 @@ func (r *runner) leaks() {
 		r.fail(RuleNoCredentialLeak, name, fmt.Sprintf("a credential value appears in %d place(s), first: %s", len(found), Redact(found[0], r.secrets)), nil)
 	}
 	r.mu.Lock()
-	var inLogs []string
-	for _, l := range r.logs {
-		if contains(l) {
-			inLogs = append(inLogs, "log line "+l)
-		}
-	}
+	check("no credential in the module's log", r.leakedLogs)
 	r.mu.Unlock()
-	check("no credential in the module's log", inLogs)
 	var inAnswers []string
 	for _, t := range r.texts {
-		if contains(t.s) {
+		if r.holdsSecret(t.s) {
 			inAnswers = append(inAnswers, t.where+": "+t.s)
 		}
 	}
