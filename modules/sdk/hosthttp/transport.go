@@ -1,7 +1,8 @@
 // Package hosthttp offers an http.RoundTripper over the host's HTTP
 // function, so that ordinary net/http client code, including generated
 // cloud API clients, runs unchanged inside a standard Go module. TinyGo
-// modules, whose net/http support is partial, call sdk.Host.HTTP directly.
+// modules, whose net/http support is partial, use package sdk/rest (or
+// sdk.Host.HTTP directly), which works the same under both toolchains.
 package hosthttp
 
 import (
