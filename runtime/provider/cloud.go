@@ -60,15 +60,22 @@ type Cloud struct {
 	cfg          *Config
 	backend      atomic.Pointer[Backend]
 	capabilities host.Info
+	// rollout is the module change in progress, nil when there is none:
+	// the only thing the call path looks at beyond the backend.
+	rollout atomic.Pointer[rollout]
 	// loaded and rejected are the digests of the module in service and of
 	// the last file refused; only the reload goroutine touches them.
 	loaded   string
 	rejected string
 	events   *moduleEvents
+	// budget bounds Node deletions (deletionbudget.go); nil when disabled.
+	budget *deletionBudget
+	nodes  atomic.Pointer[nodeCache]
 }
 
 var (
 	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
 	_ cloudprovider.InstancesV2  = instancesV2{}
 	_ cloudprovider.Instances    = instances{}
 	_ cloudprovider.LoadBalancer = loadBalancer{}
@@ -104,14 +111,17 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 func NewWithBackend(cfg *Config, b Backend) *Cloud {
 	c := &Cloud{cfg: cfg, capabilities: b.Info()}
 	c.backend.Store(&b)
+	c.budget = newDeletionBudget(cfg.Safety.MaxNodeDeletions, c.nodeCount)
 	return c
 }
 
 func moduleName(path string) string { return filepath.Base(path) }
 
-// call runs one export on the current module. A call that picked the
+// call runs one export on the module in service. A call that picked the
 // module just as a reload replaced it finds it closed and goes to the new
-// one: a reload never fails a call.
+// one: a reload never fails a call. While a rollout is in progress the
+// answer is also shown to it, after which the caller returns at once;
+// otherwise the cost is one atomic load.
 func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) error {
 	for {
 		b := c.backend.Load()
@@ -119,24 +129,34 @@ func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) er
 		if errors.Is(err, host.ErrClosed) && c.backend.Load() != b {
 			continue
 		}
+		if r := c.rollout.Load(); r != nil {
+			r.observe(ctx, export, in, out, err)
+		}
 		return err
 	}
 }
 
-// Initialize starts hot reload when configured, with Events about reloads
-// on the CCM's Pod. Modules themselves get no client: they reach their
-// cloud, not the cluster.
+// Initialize starts hot reload when configured, and the Events about
+// reloads (on the CCM's Pod) and deferred Node deletions (on the Node and
+// the Pod). Modules themselves get no client: they reach their cloud, not
+// the cluster.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	c.events = newModuleEvents(clientBuilder)
 	if c.cfg.Module.ReloadInterval.Duration > 0 && c.loaded != "" {
-		c.events = newModuleEvents(clientBuilder)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-stop; cancel() }()
 		go c.watch(ctx, c.cfg.Module.ReloadInterval.Duration)
 	}
 }
 
-// Close releases the module.
-func (c *Cloud) Close(ctx context.Context) error { return (*c.backend.Load()).Close(ctx) }
+// Close releases the module, and the other module of a rollout in
+// progress.
+func (c *Cloud) Close(ctx context.Context) error {
+	if r := c.rollout.Swap(nil); r != nil {
+		r.other.Close(ctx)
+	}
+	return (*c.backend.Load()).Close(ctx)
+}
 
 // ProviderName returns "wasm".
 func (c *Cloud) ProviderName() string { return ProviderName }

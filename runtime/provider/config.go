@@ -22,6 +22,7 @@ type Config struct {
 	Limits      LimitsConfig      `json:"limits,omitempty"`
 	HTTP        HTTPConfig        `json:"http,omitempty"`
 	Credentials CredentialsConfig `json:"credentials,omitempty"`
+	Safety      SafetyConfig      `json:"safety,omitempty"`
 	// ProviderConfig is any YAML value; the module's init receives it as JSON.
 	ProviderConfig json.RawMessage `json:"providerConfig,omitempty"`
 }
@@ -53,6 +54,8 @@ type ModuleConfig struct {
 	// ReloadInterval is how often the file is checked for a new version;
 	// 0 disables hot reload.
 	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
+	// Rollout says how a changed module file is taken into service.
+	Rollout RolloutConfig `json:"rollout,omitempty"`
 }
 
 // LimitsConfig bounds the module's resources.
@@ -114,6 +117,7 @@ func (c *Config) validate() error {
 	if c.Limits.CallTimeout.Duration < 0 || c.HTTP.Timeout.Duration < 0 || c.Module.ReloadInterval.Duration < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
+	errs = append(errs, c.Safety.validate(), c.Module.Rollout.validate())
 	if c.Limits.MemoryLimitMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
 	}

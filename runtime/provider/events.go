@@ -13,23 +13,27 @@ import (
 
 // Event reasons about the module itself.
 const (
-	eventModuleReloaded = "ModuleReloaded"
-	eventModuleRejected = "ModuleRejected"
+	eventModuleShadowing      = "ModuleShadowing"
+	eventModuleReloaded       = "ModuleReloaded"
+	eventModuleRejected       = "ModuleRejected"
+	eventModuleRolledBack     = "ModuleRolledBack"
+	eventNodeDeletionDeferred = "NodeDeletionDeferred"
 )
 
 // moduleEvents records Events about the module on the CCM's own Pod, named
 // by the POD_NAMESPACE and POD_NAME environment variables (the Deployment
 // sets them from the downward API): operators look there when a rollout of
-// a new module does not take effect.
+// a new module does not take effect. Events about one Node (a deferred
+// deletion) go on the Node as well, where `kubectl describe node` shows
+// them.
 type moduleEvents struct {
 	recorder record.EventRecorder
-	pod      *v1.ObjectReference
+	// pod is nil when the Pod's name is not known.
+	pod *v1.ObjectReference
 }
 
 func newModuleEvents(clientBuilder cloudprovider.ControllerClientBuilder) *moduleEvents {
-	namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
-	if clientBuilder == nil || namespace == "" || name == "" {
-		klog.InfoS("module events disabled: POD_NAMESPACE and POD_NAME are not both set")
+	if clientBuilder == nil {
 		return nil
 	}
 	client, err := clientBuilder.Client("wasm-cloud-provider")
@@ -39,14 +43,25 @@ func newModuleEvents(clientBuilder cloudprovider.ControllerClientBuilder) *modul
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return &moduleEvents{
-		recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"}),
-		pod:      &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name},
+	e := &moduleEvents{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})}
+	if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
+		e.pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
+	} else {
+		klog.InfoS("module events on the CCM's Pod disabled: POD_NAMESPACE and POD_NAME are not both set")
 	}
+	return e
 }
 
 func (e *moduleEvents) emit(eventType, reason, message string) {
-	if e != nil {
+	if e != nil && e.pod != nil {
 		e.recorder.Event(e.pod, eventType, reason, message)
+	}
+}
+
+// emitNode records an Event on node, when the Node cache identified it.
+func (e *moduleEvents) emitNode(node nodeRef, eventType, reason, message string) {
+	if e != nil && node.uid != "" {
+		ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.name, UID: node.uid}
+		e.recorder.Event(ref, eventType, reason, message)
 	}
 }

@@ -14,13 +14,20 @@ import (
 type instancesV2 struct{ *Cloud }
 
 // InstanceExists answers false only when the module explicitly answered
-// false: that answer deletes the Node, so every failure, including a
-// NotFound status, is an error.
+// false and the deletion budget admits it: that answer deletes the Node,
+// so every failure, including a NotFound status, is an error.
 func (i instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	n := toNode(node)
 	var exists abi.Bool
-	err := i.call(ctx, abi.ExportInstanceExists, &n, &exists)
-	return bool(exists) && err == nil, mapError(err, notFoundIsError)
+	if err := i.call(ctx, abi.ExportInstanceExists, &n, &exists); err != nil {
+		return false, mapError(err, notFoundIsError)
+	}
+	if !exists {
+		if err := i.admitDeletion(nodeRef{name: node.Name, uid: node.UID}); err != nil {
+			return false, err
+		}
+	}
+	return bool(exists), nil
 }
 
 func (i instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
@@ -78,10 +85,17 @@ func (i instances) NodeAddressesByProviderID(ctx context.Context, providerID str
 }
 
 // InstanceID maps NotFound to InstanceNotFound, which the lifecycle
-// controller treats as "instance gone": only an explicit module answer
-// can produce it.
+// controller treats as "instance gone" for a Node without a provider ID:
+// only an explicit module answer can produce it, within the deletion
+// budget.
 func (i instances) InstanceID(ctx context.Context, name types.NodeName) (string, error) {
-	return i.callString(ctx, abi.ExportInstanceID, string(name), notFoundIsInstanceNotFound)
+	id, err := i.callString(ctx, abi.ExportInstanceID, string(name), notFoundIsInstanceNotFound)
+	if errors.Is(err, cloudprovider.InstanceNotFound) {
+		if err := i.admitDeletion(i.nodeByName(string(name))); err != nil {
+			return "", err
+		}
+	}
+	return id, err
 }
 
 func (i instances) InstanceType(ctx context.Context, name types.NodeName) (string, error) {
@@ -102,8 +116,16 @@ func (i instances) CurrentNodeName(ctx context.Context, hostname string) (types.
 	return types.NodeName(name), err
 }
 
+// InstanceExistsByProviderID, like InstanceExists, answers false only
+// when the module did and the deletion budget admits it.
 func (i instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
-	return i.callBool(ctx, abi.ExportInstanceExistsByProviderID, providerID, notFoundIsError)
+	exists, err := i.callBool(ctx, abi.ExportInstanceExistsByProviderID, providerID, notFoundIsError)
+	if err == nil && !exists {
+		if err := i.admitDeletion(i.nodeByProviderID(providerID)); err != nil {
+			return false, err
+		}
+	}
+	return exists, err
 }
 
 func (i instances) InstanceShutdownByProviderID(ctx context.Context, providerID string) (bool, error) {

@@ -187,11 +187,12 @@ func gz(t testing.TB, data []byte) []byte {
 
 // TestHotReload swaps the module file repeatedly under continuous calls:
 // valid replacements take over with zero failed calls, invalid ones are
-// refused and the module in service keeps answering.
+// refused and the module in service keeps answering. Shadowing is off, so
+// that each replacement takes over at once (rollout_test.go covers it).
 func TestHotReload(t *testing.T) {
 	wasm := guest(t, "testprovider")
 	versions := [][]byte{gz(t, wasm), wasm} // same provider, different files
-	c := newCloud(t, wasm, nil)
+	c := newCloud(t, wasm, func(cfg *Config) { cfg.Module.Rollout.Shadow.Disabled = true })
 	path := c.cfg.Module.Path
 	i, _ := c.InstancesV2()
 

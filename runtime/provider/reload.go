@@ -19,7 +19,7 @@ import (
 
 var reloads = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "module", Name: "reloads_total",
-	Help:           "Module reload attempts by result (loaded, rejected).",
+	Help:           "Module reload attempts by result (loaded, rejected, rolled_back).",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"result"})
 
@@ -81,17 +81,17 @@ func (c *Cloud) watch(ctx context.Context, every time.Duration) {
 			return
 		case <-ticker.C:
 			c.reloadIfChanged(ctx)
+			c.advanceRollout(ctx)
 		}
 	}
 }
 
-// reloadIfChanged swaps in the module file's new content, if any. The new
-// module is compiled and initialised before the swap, off the call path;
-// calls already running finish on the old one, which is then closed. Any
-// problem keeps the old module.
+// reloadIfChanged starts the rollout of the module file's new content, if
+// any (rollout.go). The new module is compiled and initialised off the
+// call path; any problem keeps the module in service.
 func (c *Cloud) reloadIfChanged(ctx context.Context) {
 	file, err := readModuleFile(c.cfg.Module)
-	if err == nil && file.digest == c.loaded {
+	if err == nil && (file.digest == c.loaded || file.digest == c.candidate()) {
 		return
 	}
 	// A rejected file is reported once, not at every poll.
@@ -102,8 +102,9 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 	if rejection == c.rejected {
 		return
 	}
+	var mod Backend
 	if err == nil {
-		err = c.swap(ctx, file)
+		mod, err = c.load(ctx, file)
 	}
 	if err != nil {
 		c.rejected = rejection
@@ -115,30 +116,28 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 		return
 	}
 	c.rejected = ""
-	reloads.WithLabelValues("loaded").Inc()
-	c.events.emit(v1.EventTypeNormal, eventModuleReloaded, "module "+file.digest+" in service")
+	c.startRollout(mod, file.digest)
 }
 
-func (c *Cloud) swap(ctx context.Context, file moduleFile) error {
+// candidate is the digest of the module in shadow, if any.
+func (c *Cloud) candidate() string {
+	if r := c.rollout.Load(); r != nil && r.phase == phaseShadow {
+		return r.digest
+	}
+	return ""
+}
+
+// load compiles and initialises a module file and checks that it can
+// stand in for the module in service.
+func (c *Cloud) load(ctx context.Context, file moduleFile) (Backend, error) {
 	mod, err := host.New(ctx, file.wasm, c.cfg.HostConfig(moduleName(c.cfg.Module.Path)))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !slices.Equal(mod.Info().Capabilities, c.capabilities.Capabilities) {
 		mod.Close(ctx)
-		return fmt.Errorf("new module's capabilities %v differ from %v, which the controllers were started with; restart the CCM to change them",
+		return nil, fmt.Errorf("new module's capabilities %v differ from %v, which the controllers were started with; restart the CCM to change them",
 			mod.Info().Capabilities, c.capabilities.Capabilities)
 	}
-	var b Backend = mod
-	old := *c.backend.Swap(&b)
-	c.loaded = file.digest
-	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", file.digest)
-	go func() {
-		closeCtx, cancel := context.WithTimeout(context.Background(), defaultReloadGrace)
-		defer cancel()
-		if err := old.Close(closeCtx); err != nil {
-			klog.ErrorS(err, "closing the replaced module")
-		}
-	}()
-	return nil
+	return mod, nil
 }

@@ -20,7 +20,8 @@ import (
 // service without failing calls, then with garbage, which must be refused
 // while the module in service keeps working.
 func TestHotReloadE2E(t *testing.T) {
-	e := setup(t, wasmbuild.Go, simcloud.Options{}, nil)
+	// A short shadow period: rollout_test.go covers the comparison.
+	e := setup(t, wasmbuild.Go, simcloud.Options{}, withRollout("{shadow: {duration: 2s, calls: 3}}"))
 	e.addInstanceAndNode("reload-0", "sim-1a", "10.244.40.0/24")
 	e.waitInitialized(t, "reload-0")
 

@@ -1,0 +1,154 @@
+package provider
+
+import (
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func intp(v int) *int { return &v }
+
+// fakeClock is a settable clock for the budget.
+type fakeClock struct{ now time.Time }
+
+func (f *fakeClock) Now() time.Time          { return f.now }
+func (f *fakeClock) advance(d time.Duration) { f.now = f.now.Add(d) }
+
+func testBudget(cfg DeletionBudgetConfig, nodes int) (*deletionBudget, *fakeClock) {
+	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	b := newDeletionBudget(cfg, func() int { return nodes })
+	if b != nil {
+		b.now = clock.Now
+	}
+	return b, clock
+}
+
+func TestDeletionBudgetLimit(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   DeletionBudgetConfig
+		nodes int
+		want  int
+	}{
+		{"defaults, 3 nodes", DeletionBudgetConfig{}, 3, 1},
+		{"defaults, 199 nodes", DeletionBudgetConfig{}, 199, 1},
+		{"defaults, 1000 nodes", DeletionBudgetConfig{}, 1000, 10},
+		{"defaults, 5000 nodes", DeletionBudgetConfig{}, 5000, 50},
+		{"defaults before the Node cache synced", DeletionBudgetConfig{}, 0, 1},
+		{"count wins", DeletionBudgetConfig{Count: intp(5), Percent: intp(10)}, 30, 5},
+		{"percent wins", DeletionBudgetConfig{Count: intp(5), Percent: intp(10)}, 80, 8},
+		{"explicit zero defers everything", DeletionBudgetConfig{Count: intp(0), Percent: intp(0)}, 1000, 0},
+		{"percent only", DeletionBudgetConfig{Count: intp(0), Percent: intp(50)}, 5, 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := testBudget(tc.cfg, tc.nodes)
+			if got := b.limit(); got != tc.want {
+				t.Fatalf("limit = %d, want %d", got, tc.want)
+			}
+		})
+	}
+	if b, _ := testBudget(DeletionBudgetConfig{Disabled: true}, 10); b != nil {
+		t.Fatal("a disabled budget must not exist")
+	}
+}
+
+// TestDeletionBudgetWindow walks one scenario step by step: distinct Nodes
+// are counted once, an admitted Node stays admitted, a deferred Node is
+// reported once per window, and deferred Nodes pass as the window slides.
+func TestDeletionBudgetWindow(t *testing.T) {
+	b, clock := testBudget(DeletionBudgetConfig{Count: intp(2), Percent: intp(0), Window: metav1.Duration{Duration: 10 * time.Minute}}, 100)
+	steps := []struct {
+		after        time.Duration
+		node         string
+		admit, fresh bool
+		report       bool
+	}{
+		{0, "a", true, true, false},
+		{5 * time.Second, "a", true, false, false}, // asked again: no second unit
+		{5 * time.Second, "b", true, true, false},
+		{5 * time.Second, "c", false, false, true},  // over budget, reported
+		{5 * time.Second, "c", false, false, false}, // reported once per window
+		{5 * time.Second, "a", true, false, false},  // still admitted
+		{5 * time.Second, "d", false, false, true},
+		{10*time.Minute - 25*time.Second, "c", true, true, false}, // a's unit freed
+		{0, "d", false, false, false},
+		{5 * time.Second, "d", true, true, false}, // b's unit freed
+		{0, "e", false, false, true},
+	}
+	for i, s := range steps {
+		clock.advance(s.after)
+		d := b.admit(s.node)
+		if d.admitted != s.admit || d.fresh != s.fresh || d.report != s.report {
+			t.Fatalf("step %d (%s): %+v, want admitted=%v fresh=%v report=%v", i, s.node, d, s.admit, s.fresh, s.report)
+		}
+	}
+}
+
+// TestDeletionBudgetProperty: whatever sequence of "gone" answers the
+// module gives, about whichever Nodes and at whatever times, no window of
+// the configured length contains more distinct admitted Nodes than the
+// limit, and a Node admitted stays admitted for its window.
+func TestDeletionBudgetProperty(t *testing.T) {
+	const window = time.Minute
+	for seed := int64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		limit, nodes := rng.Intn(4), 1+rng.Intn(30)
+		b, clock := testBudget(DeletionBudgetConfig{Count: intp(limit), Percent: intp(0), Window: metav1.Duration{Duration: window}}, nodes)
+		var admissions []time.Time // when a Node was freshly admitted
+		lastAdmitted := map[string]time.Time{}
+		for step := 0; step < 400; step++ {
+			clock.advance(time.Duration(rng.Int63n(int64(window / 4))))
+			node := fmt.Sprintf("node-%d", rng.Intn(nodes))
+			d := b.admit(node)
+			if at, ok := lastAdmitted[node]; ok && clock.now.Sub(at) < window && !d.admitted {
+				t.Fatalf("seed %d: %s admitted at %v was refused %v later", seed, node, at, clock.now.Sub(at))
+			}
+			if d.fresh {
+				admissions = append(admissions, clock.now)
+				lastAdmitted[node] = clock.now
+			}
+		}
+		for i, start := range admissions {
+			n := 0
+			for _, at := range admissions[i:] {
+				if at.Sub(start) < window {
+					n++
+				}
+			}
+			if n > limit {
+				t.Fatalf("seed %d: %d Nodes admitted within %s from %v; limit %d", seed, n, window, start, limit)
+			}
+		}
+	}
+}
+
+func TestParseSafetyAndRolloutConfig(t *testing.T) {
+	cases := []struct{ name, yaml, wantErr string }{
+		{"full", `module:
+  path: x
+  rollout:
+    shadow: {duration: 1m, calls: 10, concurrency: 2}
+    rollback: {window: 10m, minCalls: 5, failurePercent: 50}
+safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m}}
+`, ""},
+		{"disabled", "module: {path: x, rollout: {shadow: {disabled: true}, rollback: {disabled: true}}}\nsafety: {maxNodeDeletions: {disabled: true}}\n", ""},
+		{"percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {percent: 101}}\n", "outside 0..100"},
+		{"negative count", "module: {path: x}\nsafety: {maxNodeDeletions: {count: -1}}\n", "is negative"},
+		{"typo", "module: {path: x}\nsafety: {maxNodeDeletion: {count: 1}}\n", `unknown field "maxNodeDeletion"`},
+		{"bad failure percent", "module: {path: x, rollout: {rollback: {failurePercent: 200}}}\n", "failurePercent"},
+		{"negative shadow", "module: {path: x, rollout: {shadow: {duration: -1s}}}\n", "must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig(strings.NewReader(tc.yaml))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}

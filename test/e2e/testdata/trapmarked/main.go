@@ -1,0 +1,54 @@
+// Command trapmarked is the simcloud provider module with a bug that only
+// shows after it is in service: every InstancesV2 call about a Node
+// labelled e2e.wasmccm.io/trap=true panics, which traps the instance. The
+// tests put the label on once the module has been promoted.
+package main
+
+import (
+	"context"
+
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
+	"github.com/wasmccm/wasmccm/modules/simcloud"
+)
+
+// TrapLabel marks the Nodes whose calls trap.
+const TrapLabel = "e2e.wasmccm.io/trap"
+
+type trapMarked struct{ *simcloud.Provider }
+
+func trapIfMarked(node *abi.Node) {
+	if node.Labels[TrapLabel] == "true" {
+		panic("trapmarked module: call about " + node.Name + " panics on purpose")
+	}
+}
+
+func (t trapMarked) InstanceExists(ctx context.Context, node *abi.Node) (bool, error) {
+	trapIfMarked(node)
+	return t.Provider.InstanceExists(ctx, node)
+}
+
+func (t trapMarked) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, error) {
+	trapIfMarked(node)
+	return t.Provider.InstanceShutdown(ctx, node)
+}
+
+func (t trapMarked) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.InstanceMetadata, error) {
+	trapIfMarked(node)
+	return t.Provider.InstanceMetadata(ctx, node)
+}
+
+func init() {
+	p := simcloud.New(sdk.Imports())
+	sdk.Set(p)
+	instancesv2.Set(trapMarked{p})
+	loadbalancer.Set(p)
+	routes.Set(p)
+	zones.Set(p)
+}
+
+func main() {}
