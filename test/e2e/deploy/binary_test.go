@@ -101,6 +101,10 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 			*p = resolve(*p)
 		}
 	}
+	// A new module is compared in shadow before it is put in service (2m
+	// by default); a short period keeps the hot reload check below quick.
+	// test/e2e/rollout_test.go tests the comparison itself.
+	hostCfg.Module.Rollout.Shadow.Duration = metav1.Duration{Duration: time.Second}
 	// writeCloudConfig writes the cloud-config as the kubelet updates a
 	// ConfigMap volume: a new file renamed over the old.
 	writeCloudConfig := func(cfg provider.Config) {
