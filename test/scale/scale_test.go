@@ -60,7 +60,6 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
 
@@ -70,8 +69,8 @@ const (
 	taintKey    = "node.cloudprovider.kubernetes.io/uninitialized"
 )
 
-// binaries are the CCMs under test, built by TestMain.
-var binaries struct{ wasm, native string }
+// binaries are the CCMs under test and the wasmccm tool, built by TestMain.
+var binaries struct{ wasm, native, cli string }
 
 func TestMain(m *testing.M) {
 	if os.Getenv("WASMCCM_SCALE") == "" {
@@ -84,7 +83,9 @@ func TestMain(m *testing.M) {
 	}
 	binaries.wasm = filepath.Join(dir, "wasm-cloud-controller-manager")
 	binaries.native = filepath.Join(dir, "nativeccm")
-	for out, pkg := range map[string]string{binaries.wasm: "../../cmd/wasm-cloud-controller-manager", binaries.native: "./nativeccm"} {
+	binaries.cli = filepath.Join(dir, "wasmccm")
+	for out, pkg := range map[string]string{binaries.wasm: "../../cmd/wasm-cloud-controller-manager", binaries.native: "./nativeccm",
+		binaries.cli: "../../cmd/wasmccm"} {
 		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
 			os.Exit(1)
@@ -371,7 +372,7 @@ func cloudConfig(t *testing.T, s settings, variant, dir, cloudURL, tokenPath str
 		modulePath := filepath.Join(dir, "simcloud.wasm.gz")
 		os.WriteFile(modulePath, gz.Bytes(), 0o644)
 		cacheDir := filepath.Join(wasmbuild.CacheDir(), "compilation")
-		warmCompilationCache(t, wasm, cacheDir)
+		warmCompilationCache(t, modulePath, cacheDir)
 		return binaries.wasm, "wasm", fmt.Sprintf(`clusterName: %s
 module:
   path: %s
@@ -389,15 +390,22 @@ providerConfig: {endpoint: %q, tokenCredential: token}
 }
 
 // warmCompilationCache compiles the module into cacheDir, so that the CCM
-// starts as it does on every start but the first.
-func warmCompilationCache(t *testing.T, wasm []byte, cacheDir string) {
-	ctx := context.Background()
-	m, err := host.New(ctx, wasm, host.Config{Name: "warm", CompilationCacheDir: cacheDir,
-		ProviderConfig: []byte(`{"endpoint": "http://127.0.0.1:1"}`)})
-	if err != nil {
-		t.Fatal(err)
+// starts as it does on every start but the first. A built binary does it,
+// not this test: wazero files its cache under its own version, which it
+// reads from the binary's build information, and a test binary has none
+// ("dev"), so entries it wrote would never be found by the CCM.
+func warmCompilationCache(t *testing.T, modulePath, cacheDir string) {
+	dir := t.TempDir()
+	config, input := filepath.Join(dir, "cloud-config.yaml"), filepath.Join(dir, "node.json")
+	os.WriteFile(config, fmt.Appendf(nil, "module: {path: %s, compilationCacheDir: %s}\nproviderConfig: {endpoint: \"http://127.0.0.1:1\"}\n", modulePath, cacheDir), 0o644)
+	os.WriteFile(input, []byte(`{"name": "warm-up"}`), 0o644)
+	// The call itself fails (the module is granted nothing); loading the
+	// module, which compiles it into the cache, comes first and must not:
+	// an error from the export shows that it did not.
+	out, err := exec.Command(binaries.cli, "call", "-config", config, "-input", input, modulePath, "InstanceExists").CombinedOutput()
+	if err != nil && !bytes.Contains(out, []byte("wasmccm_instance_exists: ")) {
+		t.Fatalf("warming the compilation cache: %v\n%s", err, out)
 	}
-	m.Close(ctx)
 }
 
 func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
