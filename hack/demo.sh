@@ -7,6 +7,7 @@
 #   hack/demo.sh            run, print, stop
 #   hack/demo.sh -keep      leave everything running until Ctrl-C
 #   hack/demo.sh -toolchain go   use the standard-Go-built module
+#   hack/demo.sh -provider hcloud   the Hetzner Cloud module against a fake Hetzner API
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh

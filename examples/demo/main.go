@@ -1,6 +1,7 @@
 // Command demo runs wasmccm end to end on this machine: a real etcd and
-// kube-apiserver on loopback, the simulated cloud, and the
-// wasm-cloud-controller-manager running the simcloud provider module. It
+// kube-apiserver on loopback, the simulated cloud (or, with -provider
+// hcloud, the fake Hetzner Cloud API), and the wasm-cloud-controller-manager
+// running the matching provider module. It
 // registers three Nodes the way kubelets with --cloud-provider=external do
 // (tainted, uninitialized), creates a LoadBalancer Service, waits for the
 // CCM to initialize the Nodes and provision the load balancer, prints the
@@ -35,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
@@ -49,8 +51,13 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding wasm-cloud-controller-manager and simcloud")
 	toolchain := flag.String("toolchain", "tinygo", "compiler for the provider module: tinygo or go")
 	keep := flag.Bool("keep", false, "keep everything running until interrupted")
+	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, or hcloud (the Hetzner Cloud module against a fake Hetzner API)")
 	flag.Parse()
-	if err := run(*bin, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
+	if *provider != "simcloud" && *provider != "hcloud" {
+		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud or hcloud\n", *provider)
+		os.Exit(2)
+	}
+	if err := run(*bin, *provider, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}
@@ -58,7 +65,19 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-func run(bin string, tc wasmbuild.Toolchain, keep bool) error {
+// demoCloud is the cloud the demo runs against and how to use it.
+type demoCloud struct {
+	url string
+	// module is the main package of the provider module, from the
+	// repository's root.
+	module string
+	// providerConfig is the cloud-config's providerConfig, in YAML.
+	providerConfig string
+	// describe prints what the cloud holds.
+	describe func() error
+}
+
+func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	dir, err := os.MkdirTemp("", "wasmccm-demo")
@@ -85,20 +104,25 @@ func run(bin string, tc wasmbuild.Toolchain, keep bool) error {
 	}
 
 	names := []string{"worker-a", "worker-b", "worker-c"}
-	cloudURL, err := startSimcloud(ctx, bin, dir, names)
+	var cloud demoCloud
+	if provider == "hcloud" {
+		cloud, err = startHcloud(ctx, names)
+	} else {
+		cloud, err = startSimcloud(ctx, bin, dir, names)
+	}
 	if err != nil {
 		return err
 	}
 
-	step("building the simcloud provider module with %s", tc)
-	modulePath, err := mountModule(dir, tc)
+	step("building the %s provider module with %s", provider, tc)
+	modulePath, err := mountModule(dir, cloud.module, tc)
 	if err != nil {
 		return err
 	}
 
 	step("starting wasm-cloud-controller-manager with %s", modulePath)
 	logPath := filepath.Join(dir, "ccm.log")
-	ccm, err := startCCM(ctx, bin, dir, kubeconfig, modulePath, cloudURL, logPath)
+	ccm, err := startCCM(ctx, bin, dir, kubeconfig, modulePath, cloud, logPath)
 	if err != nil {
 		return err
 	}
@@ -136,12 +160,11 @@ func run(bin string, tc wasmbuild.Toolchain, keep bool) error {
 		tail, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%w\nCCM log:\n%s", err, lastLines(string(tail), 30))
 	}
-	if err := printState(ctx, client, cloudURL); err != nil {
+	if err := printState(ctx, client, cloud); err != nil {
 		return err
 	}
 	if keep {
-		fmt.Printf("\nkubeconfig: %s\nsimulated cloud: %s (admin API at %s/admin/state)\nCCM log: %s\nPress Ctrl-C to stop.\n",
-			kubeconfig, cloudURL, cloudURL, logPath)
+		fmt.Printf("\nkubeconfig: %s\ncloud API: %s\nCCM log: %s\nPress Ctrl-C to stop.\n", kubeconfig, cloud.url, logPath)
 		<-ctx.Done()
 	}
 	return nil
@@ -149,7 +172,7 @@ func run(bin string, tc wasmbuild.Toolchain, keep bool) error {
 
 // startSimcloud runs the simulated cloud as its own process, seeded with
 // one instance per Node name.
-func startSimcloud(ctx context.Context, bin, dir string, names []string) (string, error) {
+func startSimcloud(ctx context.Context, bin, dir string, names []string) (demoCloud, error) {
 	var seed []simcloud.Instance
 	for i, name := range names {
 		seed = append(seed, simcloud.Instance{
@@ -164,21 +187,24 @@ func startSimcloud(ctx context.Context, bin, dir string, names []string) (string
 	seedPath := filepath.Join(dir, "instances.json")
 	data, _ := json.Marshal(seed)
 	if err := os.WriteFile(seedPath, data, 0o644); err != nil {
-		return "", err
+		return demoCloud{}, err
 	}
 	addr, err := freeAddr()
 	if err != nil {
-		return "", err
+		return demoCloud{}, err
 	}
 	url := "http://" + addr
 	step("starting the simulated cloud at %s with %d instances", url, len(names))
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "simcloud"), "--listen", addr, "--token", token, "--seed-instances", seedPath)
 	cmd.Stderr, _ = os.Create(filepath.Join(dir, "simcloud.log"))
 	if err := cmd.Start(); err != nil {
-		return "", err
+		return demoCloud{}, err
 	}
 	go cmd.Wait()
-	return url, waitFor(ctx, 10*time.Second, func() (bool, error) {
+	cloud := demoCloud{url: url, module: "modules/simcloud/module",
+		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token}", url),
+		describe:       func() error { return describeSimcloud(url) }}
+	return cloud, waitFor(ctx, 10*time.Second, func() (bool, error) {
 		resp, err := http.Get(url + "/admin/state")
 		if err != nil {
 			return false, err
@@ -188,10 +214,53 @@ func startSimcloud(ctx context.Context, bin, dir string, names []string) (string
 	})
 }
 
+// startHcloud serves the fake Hetzner Cloud API from this process, with a
+// private network and one server per Node name in it.
+func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
+	fake := hcloudfake.New(hcloudfake.Options{Token: token, ActionPolls: 1})
+	network, err := fake.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		return demoCloud{}, err
+	}
+	locations := []string{"fsn1", "nbg1", "hel1"}
+	for i, name := range names {
+		if _, err := fake.AddServer(hcloudfake.Server{Name: name, Type: "cpx21", Location: locations[i%len(locations)], Network: network.ID}); err != nil {
+			return demoCloud{}, err
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoCloud{}, err
+	}
+	srv := &http.Server{Handler: fake.Handler()}
+	go srv.Serve(l)
+	go func() { <-ctx.Done(); srv.Close() }()
+	url := "http://" + l.Addr().String()
+	step("serving the fake Hetzner Cloud API at %s/v1 with %d servers in network k8s", url, len(names))
+	return demoCloud{url: url, module: "modules/hcloud/module",
+		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", url+"/v1"),
+		describe: func() error {
+			fmt.Println("\nIn the fake Hetzner Cloud:")
+			for _, lb := range fake.LoadBalancers() {
+				var targets []string
+				for _, t := range lb.Targets {
+					targets = append(targets, fmt.Sprint(t.Server.ID))
+				}
+				fmt.Printf("  load balancer %s  type=%s  location=%s  ipv4=%s  target servers=%s\n", lb.Name, lb.LoadBalancerType.Name,
+					lb.Location.Name, lb.PublicNet.IPv4.IP, strings.Join(targets, ","))
+			}
+			n, _ := fake.Network(network.ID)
+			for _, r := range n.Routes {
+				fmt.Printf("  route %s via %s\n", r.Destination, r.Gateway)
+			}
+			return nil
+		}}, nil
+}
+
 // mountModule lays out the gzipped module as a ConfigMap volume looks in a
 // pod, "..data" symlink included.
-func mountModule(dir string, tc wasmbuild.Toolchain) (string, error) {
-	path, err := wasmbuild.Build("modules/simcloud/module", tc)
+func mountModule(dir, module string, tc wasmbuild.Toolchain) (string, error) {
+	path, err := wasmbuild.Build(module, tc)
 	if err != nil {
 		return "", err
 	}
@@ -209,15 +278,16 @@ func mountModule(dir string, tc wasmbuild.Toolchain) (string, error) {
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return "", err
 	}
-	if err := os.WriteFile(filepath.Join(data, "simcloud.wasm.gz"), gz.Bytes(), 0o644); err != nil {
+	file := filepath.Base(filepath.Dir(module)) + ".wasm.gz" // modules/NAME/module
+	if err := os.WriteFile(filepath.Join(data, file), gz.Bytes(), 0o644); err != nil {
 		return "", err
 	}
 	os.Symlink(filepath.Base(data), filepath.Join(mount, "..data"))
-	os.Symlink("..data/simcloud.wasm.gz", filepath.Join(mount, "simcloud.wasm.gz"))
-	return filepath.Join(mount, "simcloud.wasm.gz"), nil
+	os.Symlink("..data/"+file, filepath.Join(mount, file))
+	return filepath.Join(mount, file), nil
 }
 
-func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath, cloudURL, logPath string) (*exec.Cmd, error) {
+func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath string, cloud demoCloud, logPath string) (*exec.Cmd, error) {
 	credDir := filepath.Join(dir, "credentials")
 	os.MkdirAll(credDir, 0o755)
 	os.WriteFile(filepath.Join(credDir, "token"), []byte(token), 0o600)
@@ -226,8 +296,8 @@ module: {path: %s, reloadInterval: 10s}
 limits: {poolSize: 4, callTimeout: 10s}
 http: {allowedOrigins: [%q]}
 credentials: {dir: %s, granted: [token]}
-providerConfig: {endpoint: %q, tokenCredential: token}
-`, modulePath, cloudURL, credDir, cloudURL)
+providerConfig: %s
+`, modulePath, cloud.url, credDir, cloud.providerConfig)
 	configPath := filepath.Join(dir, "cloud-config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		return nil, err
@@ -290,7 +360,7 @@ func converged(ctx context.Context, client kubernetes.Interface, names []string)
 
 func isUninitialized(t v1.Taint) bool { return t.Key == uninitialized }
 
-func printState(ctx context.Context, client kubernetes.Interface, cloudURL string) error {
+func printState(ctx context.Context, client kubernetes.Interface, cloud demoCloud) error {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -324,6 +394,12 @@ func printState(ctx context.Context, client kubernetes.Interface, cloudURL strin
 	fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", svc.Namespace, svc.Name, svc.Spec.Type, svc.Spec.ClusterIP,
 		svc.Status.LoadBalancer.Ingress[0].IP, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
 	w.Flush()
+	return cloud.describe()
+}
+
+// describeSimcloud prints the simulated cloud's load balancers and routes
+// from its admin API.
+func describeSimcloud(cloudURL string) error {
 	resp, err := http.Get(cloudURL + "/admin/state")
 	if err != nil {
 		return err
