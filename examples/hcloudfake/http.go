@@ -244,15 +244,17 @@ func splitSelector(s string) []string {
 }
 
 // filter keeps the items matching the request's name and label_selector.
-func filter[T any](r *http.Request, items []T, name func(*T) string, labels func(*T) map[string]string) ([]T, *apiError) {
+// It works on the cloud's own objects, so that only what is answered gets
+// copied.
+func filter[T any](r *http.Request, items []*T, name func(*T) string, labels func(*T) map[string]string) ([]*T, *apiError) {
 	q := r.URL.Query()
-	out := items[:0:0]
-	for i := range items {
-		if n := q.Get("name"); n != "" && name(&items[i]) != n {
+	var out []*T
+	for _, item := range items {
+		if n := q.Get("name"); n != "" && name(item) != n {
 			continue
 		}
 		if sel := q.Get("label_selector"); sel != "" && labels != nil {
-			ok, err := matchLabels(sel, labels(&items[i]))
+			ok, err := matchLabels(sel, labels(item))
 			if err != nil {
 				return nil, err
 			}
@@ -260,19 +262,36 @@ func filter[T any](r *http.Request, items []T, name func(*T) string, labels func
 				continue
 			}
 		}
-		out = append(out, items[i])
+		out = append(out, item)
 	}
 	return out, nil
 }
 
+// listPage filters items, cuts the requested page and copies it.
+func listPage[T any](r *http.Request, items []*T, name func(*T) string, labels func(*T) map[string]string) ([]T, schema.Meta, *apiError) {
+	list, err := filter(r, items, name, labels)
+	if err != nil {
+		return nil, schema.Meta{}, err
+	}
+	list, meta, err := page(r, list)
+	if err != nil {
+		return nil, schema.Meta{}, err
+	}
+	out := make([]T, len(list))
+	for i, item := range list {
+		out[i] = clone(item)
+	}
+	return out, meta, nil
+}
+
 // listOf serves a static catalogue list with name filter and pagination.
 func listOf[T any](key string, items []T, name func(*T) string) func(*http.Request) (int, any, *apiError) {
+	ptrs := make([]*T, len(items))
+	for i := range items {
+		ptrs[i] = &items[i]
+	}
 	return func(r *http.Request) (int, any, *apiError) {
-		list, err := filter(r, items, name, nil)
-		if err != nil {
-			return 0, nil, err
-		}
-		list, meta, err := page(r, list)
+		list, meta, err := listPage(r, ptrs, name, nil)
 		if err != nil {
 			return 0, nil, err
 		}
@@ -306,15 +325,26 @@ func clone[T any](v *T) T {
 	return out
 }
 
-func sortedClones[T any](m map[int64]*T) []T {
+// sorted returns the objects of m ordered by ID, as the API lists them.
+func sorted[T any](m map[int64]*T) []*T {
 	ids := make([]int64, 0, len(m))
 	for id := range m {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
-	out := make([]T, len(ids))
+	out := make([]*T, len(ids))
 	for i, id := range ids {
-		out[i] = clone(m[id])
+		out[i] = m[id]
+	}
+	return out
+}
+
+// sortedClones is sorted, copied.
+func sortedClones[T any](m map[int64]*T) []T {
+	list := sorted(m)
+	out := make([]T, len(list))
+	for i, v := range list {
+		out[i] = clone(v)
 	}
 	return out
 }

@@ -14,16 +14,12 @@ import (
 
 func (c *Cloud) listServers(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
-	all := sortedClones(c.servers)
-	c.mu.Unlock()
-	list, err := filter(r, all, func(s *schema.Server) string { return s.Name }, func(s *schema.Server) map[string]string { return s.Labels })
-	if err != nil {
-		return 0, nil, err
-	}
+	defer c.mu.Unlock()
+	all := sorted(c.servers)
 	if st := r.URL.Query()["status"]; len(st) > 0 {
-		list = slices.DeleteFunc(list, func(s schema.Server) bool { return !slices.Contains(st, s.Status) })
+		all = slices.DeleteFunc(all, func(s *schema.Server) bool { return !slices.Contains(st, s.Status) })
 	}
-	list, meta, err := page(r, list)
+	list, meta, err := listPage(r, all, func(s *schema.Server) string { return s.Name }, func(s *schema.Server) map[string]string { return s.Labels })
 	if err != nil {
 		return 0, nil, err
 	}
@@ -86,15 +82,13 @@ func (c *Cloud) deleteServer(r *http.Request) (int, any, *apiError) {
 
 func (c *Cloud) listLoadBalancers(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
-	all := sortedClones(c.loadBalancers)
-	c.mu.Unlock()
-	list, err := filter(r, all, func(lb *schema.LoadBalancer) string { return lb.Name }, func(lb *schema.LoadBalancer) map[string]string { return lb.Labels })
+	defer c.mu.Unlock()
+	list, meta, err := listPage(r, sorted(c.loadBalancers), func(lb *schema.LoadBalancer) string { return lb.Name }, func(lb *schema.LoadBalancer) map[string]string { return lb.Labels })
 	if err != nil {
 		return 0, nil, err
 	}
-	list, meta, err := page(r, list)
-	if err != nil {
-		return 0, nil, err
+	for i := range list {
+		list[i] = c.withHealthLocked(&list[i])
 	}
 	return 200, struct {
 		schema.LoadBalancerListResponse
@@ -476,13 +470,8 @@ func (c *Cloud) attachLocked(lb *schema.LoadBalancer, req schema.LoadBalancerAct
 
 func (c *Cloud) listNetworks(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
-	all := sortedClones(c.networks)
-	c.mu.Unlock()
-	list, err := filter(r, all, func(n *schema.Network) string { return n.Name }, func(n *schema.Network) map[string]string { return n.Labels })
-	if err != nil {
-		return 0, nil, err
-	}
-	list, meta, err := page(r, list)
+	defer c.mu.Unlock()
+	list, meta, err := listPage(r, sorted(c.networks), func(n *schema.Network) string { return n.Name }, func(n *schema.Network) map[string]string { return n.Labels })
 	if err != nil {
 		return 0, nil, err
 	}

@@ -201,12 +201,18 @@ func freePort(t *testing.T) int {
 }
 
 func startCCM(t *testing.T, dir, name string, flags []string) *ccmProcess {
+	return startCCMBinary(t, ccmBinary, dir, name, flags)
+}
+
+// startCCMBinary starts a cloud-controller-manager binary, ours or another,
+// and waits for its health endpoint.
+func startCCMBinary(t *testing.T, binary, dir, name string, flags []string) *ccmProcess {
 	p := &ccmProcess{logPath: filepath.Join(dir, name+".log"), port: freePort(t), done: make(chan struct{})}
 	logFile, err := os.Create(p.logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(ccmBinary, append(flags, fmt.Sprintf("--secure-port=%d", p.port))...)
+	p.cmd = exec.Command(binary, append(flags, fmt.Sprintf("--secure-port=%d", p.port))...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+)
+
+// TestHcloudDifferential runs the same cluster twice, once with wasmccm and
+// the hcloud module and once with the official hcloud-cloud-controller-
+// manager binary named by WASMCCM_HCLOUD_CCM, each against a fresh fake
+// Hetzner API, and prints what each left on the Nodes, the Services and in
+// the cloud as a Markdown table. It is a one-off comparison (see
+// modules/hcloud/README.md for how to build the official binary), skipped
+// unless the variable is set.
+func TestHcloudDifferential(t *testing.T) {
+	official := os.Getenv("WASMCCM_HCLOUD_CCM")
+	if official == "" {
+		t.Skip("WASMCCM_HCLOUD_CCM (the official CCM binary) is not set")
+	}
+	results := map[string]map[string]string{}
+	for _, impl := range []string{"wasmccm", "official"} {
+		t.Run(impl, func(t *testing.T) { results[impl] = diffRun(t, impl, official) })
+	}
+	keys := map[string]bool{}
+	for _, r := range results {
+		for k := range r {
+			keys[k] = true
+		}
+	}
+	sorted := make([]string, 0, len(keys))
+	for k := range keys {
+		sorted = append(sorted, k)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	b.WriteString("| field | wasmccm + hcloud module | official CCM | same |\n| --- | --- | --- | --- |\n")
+	for _, k := range sorted {
+		w, o := results["wasmccm"][k], results["official"][k]
+		same := "yes"
+		if w != o {
+			same = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | `%s` | %s |\n", k, w, o, same)
+	}
+	t.Log("\n" + b.String())
+}
+
+// diffRun sets up the scenario under one implementation and returns its
+// observable outcome, flattened to field -> value.
+func diffRun(t *testing.T, impl, official string) map[string]string {
+	fake := hcloudfake.New(hcloudfake.Options{Token: cloudToken, ActionPolls: 1})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	network, err := fake.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var e *hcloudEnv
+	if impl == "wasmccm" {
+		tc := wasmbuild.Go
+		if _, err := wasmbuild.TinyGoPath(); err == nil {
+			tc = wasmbuild.TinyGo
+		}
+		providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
+		e = &hcloudEnv{env: startModule(t, hcloudModule, tc, srv.URL, providerConfig, nil), fake: fake, network: network}
+	} else {
+		e = &hcloudEnv{env: startOfficial(t, official, srv.URL), fake: fake, network: network}
+	}
+
+	ctx := context.Background()
+	e.addServerAndNode("d-a", "fsn1", "10.244.1.0/24")
+	e.addServerAndNode("d-b", "nbg1", "10.244.2.0/24")
+	e.waitInitialized(t, "d-a")
+	e.waitInitialized(t, "d-b")
+	services := []*v1.Service{
+		diffService("web", 80, 30080, map[string]string{
+			"load-balancer.hetzner.cloud/name":                  "diff-web",
+			"load-balancer.hetzner.cloud/location":              "nbg1",
+			"load-balancer.hetzner.cloud/type":                  "lb21",
+			"load-balancer.hetzner.cloud/algorithm-type":        "least_connections",
+			"load-balancer.hetzner.cloud/use-private-ip":        "true",
+			"load-balancer.hetzner.cloud/health-check-interval": "5s",
+			"load-balancer.hetzner.cloud/health-check-retries":  "2",
+			"load-balancer.hetzner.cloud/uses-proxyprotocol":    "true",
+		}),
+		diffService("plain", 443, 30443, map[string]string{"load-balancer.hetzner.cloud/name": "diff-plain"}),
+		diffService("private", 8443, 30843, map[string]string{
+			"load-balancer.hetzner.cloud/name":                   "diff-private",
+			"load-balancer.hetzner.cloud/disable-public-network": "true",
+			"load-balancer.hetzner.cloud/network-zone":           "eu-central",
+			"load-balancer.hetzner.cloud/location":               "",
+		}),
+	}
+	for _, svc := range services {
+		if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := map[string]string{}
+	ingress := map[string][]v1.LoadBalancerIngress{}
+	for _, svc := range services {
+		eventually(t, 90*time.Second, "ingress of "+svc.Name, func() (bool, error) {
+			s, err := e.client.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			ingress[svc.Name] = s.Status.LoadBalancer.Ingress
+			return len(s.Status.LoadBalancer.Ingress) > 0, nil
+		})
+	}
+	eventually(t, 60*time.Second, "routes", func() (bool, error) {
+		n, _ := e.fake.Network(network.ID)
+		return len(n.Routes) == 2, fmt.Errorf("routes %v", n.Routes)
+	})
+	// Let the controllers settle: a second sync must change nothing.
+	time.Sleep(5 * time.Second)
+
+	for _, name := range []string{"d-a", "d-b"} {
+		n, err := e.getNode(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out["node "+name+" providerID"] = n.Spec.ProviderID
+		out["node "+name+" addresses"] = compact(n.Status.Addresses)
+		for k, v := range n.Labels {
+			if strings.Contains(k, "topology") || strings.Contains(k, "instance-type") || strings.Contains(k, "hetzner") || strings.Contains(k, "failure-domain") {
+				out["node "+name+" label "+k] = v
+			}
+		}
+		var taints []string
+		for _, tn := range n.Spec.Taints {
+			taints = append(taints, tn.Key)
+		}
+		out["node "+name+" taints"] = strings.Join(taints, ",")
+	}
+	// The fake numbers public IPs after its ID sequence, which the two
+	// implementations advance differently (actions take IDs too): public
+	// addresses are compared as the load balancer's, not as numbers.
+	var names []string
+	for _, lb := range e.fake.LoadBalancers() {
+		names = append(names, "<"+lb.Name+" ipv4>", lb.PublicNet.IPv4.IP, "<"+lb.Name+" ipv6>", lb.PublicNet.IPv6.IP)
+	}
+	symbolic := strings.NewReplacer(reverse(names)...)
+	for name, in := range ingress {
+		out["service "+name+" ingress"] = symbolic.Replace(compact(in))
+	}
+	for _, lb := range e.fake.LoadBalancers() {
+		p := "load balancer " + lb.Name + " "
+		out[p+"type"] = lb.LoadBalancerType.Name
+		out[p+"location"] = lb.Location.Name
+		out[p+"algorithm"] = lb.Algorithm.Type
+		out[p+"public interface"] = fmt.Sprint(lb.PublicNet.Enabled)
+		out[p+"private net"] = compact(lb.PrivateNet)
+		out[p+"services"] = compact(lb.Services)
+		var targets []string
+		for _, tg := range lb.Targets {
+			targets = append(targets, fmt.Sprintf("server %d private=%v", tg.Server.ID, tg.UsePrivateIP))
+		}
+		slices.Sort(targets)
+		out[p+"targets"] = strings.Join(targets, "; ")
+		var labels []string
+		for k := range lb.Labels {
+			labels = append(labels, k)
+		}
+		slices.Sort(labels)
+		out[p+"label keys"] = strings.Join(labels, ",")
+	}
+	n, _ := e.fake.Network(network.ID)
+	out["network routes"] = compact(n.Routes)
+	requests := e.fake.Requests()
+	writes := 0
+	for k, v := range requests {
+		if !strings.HasPrefix(k, "GET ") {
+			writes += v
+		}
+	}
+	out["API writes (POST/PUT/DELETE), total"] = fmt.Sprint(writes)
+	return out
+}
+
+func diffService(name string, port, nodePort int32, ann map[string]string) *v1.Service {
+	return &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: ann},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": name},
+			Ports: []v1.ServicePort{{Name: "p", Port: port, NodePort: nodePort, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
+	}
+}
+
+// reverse swaps each (symbol, value) pair into (value, symbol), as
+// strings.NewReplacer takes old, new.
+func reverse(pairs []string) []string {
+	out := make([]string, 0, len(pairs))
+	for i := 0; i+1 < len(pairs); i += 2 {
+		out = append(out, pairs[i+1], pairs[i])
+	}
+	return out
+}
+
+func compact(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// startOfficial starts a cluster and the official CCM, configured through
+// its environment as its documentation says, against the fake at cloudURL.
+func startOfficial(t *testing.T, binary, cloudURL string) *env {
+	c := cluster.StartForTest(t)
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, client: client, cloudURL: cloudURL, dir: t.TempDir()}
+	kubeconfig := filepath.Join(e.dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range map[string]string{
+		"HCLOUD_TOKEN": cloudToken, "HCLOUD_ENDPOINT": cloudURL + "/v1", "HCLOUD_NETWORK": "k8s",
+		"HCLOUD_LOAD_BALANCERS_LOCATION": "fsn1", "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK": "true", "HCLOUD_METRICS_ENABLED": "false",
+	} {
+		t.Setenv(k, v)
+	}
+	ccm := startCCMBinary(t, binary, e.dir, "official-ccm", []string{
+		"--cloud-provider=hcloud",
+		"--allow-untagged-cloud=true",
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--cluster-name=e2e",
+		"--leader-elect=false",
+		"--use-service-account-credentials=false",
+		"--configure-cloud-routes=true",
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr=" + clusterCIDR,
+		"--route-reconciliation-period=2s",
+		"--node-monitor-period=1s",
+		"--bind-address=127.0.0.1",
+		"--v=2",
+	})
+	e.ccm = ccm
+	return e
+}
