@@ -38,7 +38,7 @@ var (
 	}, []string{"module", "state"})
 	httpRequests = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "host", Name: "http_requests_total",
-		Help:           "Requests made through the http_do host function, by destination (the allowed origin as configured; denied or invalid when none) and status code or refusal reason.",
+		Help:           "Requests made through the http_do host function, by destination (the allowed origin reached, scheme://host:port; denied or invalid when none) and status code or refusal reason.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module", "host", "code"})
 	credentialReads = metrics.NewCounterVec(&metrics.CounterOpts{
