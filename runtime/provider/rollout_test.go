@@ -25,7 +25,7 @@ import (
 // in-process simulated cloud, and replace it with the variants the
 // end-to-end suite uses (test/e2e/testdata).
 
-func simcloudModule(t *testing.T, pkg string) ([]byte, string) {
+func simcloudModule(t testing.TB, pkg string) ([]byte, string) {
 	t.Helper()
 	dir := filepath.Join("..", "..", "test", "e2e", "testdata", pkg)
 	if pkg == "simcloud" {
@@ -47,11 +47,12 @@ func simcloudModule(t *testing.T, pkg string) ([]byte, string) {
 // in the simulated cloud and their Nodes in a synced Node cache.
 type rolloutEnv struct {
 	c      *Cloud
+	cloud  *simcloud.Cloud
 	nodes  []*v1.Node
 	digest string
 }
 
-func newRolloutEnv(t *testing.T, nodes int, rollout RolloutConfig) *rolloutEnv {
+func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
 	t.Helper()
 	cloud := simcloud.New(simcloud.Options{Token: "t"})
 	srv := httptest.NewServer(cloud.Handler())
@@ -67,7 +68,7 @@ func newRolloutEnv(t *testing.T, nodes int, rollout RolloutConfig) *rolloutEnv {
 		cfg.Module.Rollout = rollout
 	})
 	client := fake.NewClientset()
-	e := &rolloutEnv{c: c, digest: digest}
+	e := &rolloutEnv{c: c, cloud: cloud, digest: digest}
 	for i := range nodes {
 		name := fmt.Sprintf("node-%d", i)
 		if _, err := cloud.AddInstance(simcloud.Instance{Name: name, Zone: "sim-1a", Region: "sim-1", State: "running"}); err != nil {
@@ -89,7 +90,7 @@ func newRolloutEnv(t *testing.T, nodes int, rollout RolloutConfig) *rolloutEnv {
 }
 
 // replace writes a new module file and runs one poll.
-func (e *rolloutEnv) replace(t *testing.T, pkg string) string {
+func (e *rolloutEnv) replace(t testing.TB, pkg string) string {
 	t.Helper()
 	wasm, digest := simcloudModule(t, pkg)
 	writeFile(t, e.c.cfg.Module.Path, wasm)
