@@ -272,6 +272,8 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 		return
 	}
 	cfg := c.cfg.Module.Rollout.Shadow
+	// Read before the stats: a finished probe's comparisons are in them.
+	probe := r.probe.Load()
 	r.mu.Lock()
 	stats := r.stats
 	stats.first = append([]disagreement(nil), r.stats.first...)
@@ -290,17 +292,19 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 	if time.Since(r.started) < orDefault(cfg.Duration.Duration, defaultShadowDuration) {
 		return
 	}
-	switch {
-	case compared >= calls:
-	case r.probe.Load() == 0:
-		// Traffic alone was not enough: ask both modules about the Nodes.
+	switch probe {
+	case 0:
+		// Controllers ask about NotReady Nodes only: ask both modules
+		// about the Nodes, whatever the traffic was.
 		r.probe.Store(1)
-		go c.probeNodes(context.WithoutCancel(ctx), r, calls-compared)
+		go c.probeNodes(context.WithoutCancel(ctx), r, calls)
 		return
-	case r.probe.Load() == 2 && r.probedAll.Load() && compared > 0:
-		// Fewer Nodes than the calls asked for, and every one compared.
-	default:
-		if !r.waitReported && r.probe.Load() == 2 {
+	case 1:
+		return
+	}
+	// Enough comparisons, or fewer Nodes than calls and every one compared.
+	if compared < calls && !(r.probedAll.Load() && compared > 0) {
+		if !r.waitReported {
 			r.waitReported = true
 			msg := fmt.Sprintf("new module %s stays in shadow: %d of %d comparisons so far (%s); it is promoted when enough calls were compared",
 				r.digest, compared, calls, stats)
@@ -313,10 +317,12 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 }
 
 // probeNodes compares both modules' answers to InstanceExists (or its
-// legacy equivalents) for up to limit Nodes from the cache. Controllers
-// ask about NotReady Nodes only, so without the probe a candidate that
-// answers "gone" for every Node would pass a shadow period in a healthy
-// cluster, and delete Nodes as soon as they became NotReady.
+// legacy equivalents) for up to limit Nodes from the cache, at the end of
+// every shadow period. Controllers ask about NotReady Nodes only, so
+// without the probe a candidate that answers "gone" for every Node would
+// pass a shadow period in a healthy cluster, and delete Nodes as soon as
+// they became NotReady. It costs two cloud calls per Node probed, once per
+// rollout.
 func (c *Cloud) probeNodes(ctx context.Context, r *rollout, limit int) {
 	defer r.probe.Store(2)
 	nodes := c.listNodes()
