@@ -60,6 +60,7 @@ fuzz: ## Short runs of every fuzz target.
 	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
 	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(FUZZTIME)
 
 $(STATICCHECK):

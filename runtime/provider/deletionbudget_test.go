@@ -89,42 +89,78 @@ func TestDeletionBudgetWindow(t *testing.T) {
 	}
 }
 
+// budgetStep is one "gone" answer about node, after advance.
+type budgetStep struct {
+	advance time.Duration
+	node    string
+}
+
+const propertyWindow = time.Minute
+
+// checkBudget replays steps through a budget of limit Nodes per
+// propertyWindow and fails if any window holds more distinct admitted
+// Nodes than limit, or if a Node admitted is refused within its window.
+func checkBudget(t testing.TB, limit, nodes int, steps []budgetStep) {
+	b, clock := testBudget(DeletionBudgetConfig{Count: intp(limit), Percent: intp(0), Window: metav1.Duration{Duration: propertyWindow}}, nodes)
+	var admissions []time.Time // when a Node was freshly admitted
+	lastAdmitted := map[string]time.Time{}
+	for _, s := range steps {
+		clock.advance(s.advance)
+		d := b.admit(s.node)
+		if at, ok := lastAdmitted[s.node]; ok && clock.now.Sub(at) < propertyWindow && !d.admitted {
+			t.Fatalf("%s admitted at %v was refused %v later", s.node, at, clock.now.Sub(at))
+		}
+		if d.fresh {
+			admissions = append(admissions, clock.now)
+			lastAdmitted[s.node] = clock.now
+		}
+	}
+	for i, start := range admissions {
+		n := 0
+		for _, at := range admissions[i:] {
+			if at.Sub(start) < propertyWindow {
+				n++
+			}
+		}
+		if n > limit {
+			t.Fatalf("%d Nodes admitted within %s from %v; limit %d", n, propertyWindow, start, limit)
+		}
+	}
+}
+
 // TestDeletionBudgetProperty: whatever sequence of "gone" answers the
 // module gives, about whichever Nodes and at whatever times, no window of
 // the configured length contains more distinct admitted Nodes than the
 // limit, and a Node admitted stays admitted for its window.
 func TestDeletionBudgetProperty(t *testing.T) {
-	const window = time.Minute
 	for seed := int64(0); seed < 300; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		limit, nodes := rng.Intn(4), 1+rng.Intn(30)
-		b, clock := testBudget(DeletionBudgetConfig{Count: intp(limit), Percent: intp(0), Window: metav1.Duration{Duration: window}}, nodes)
-		var admissions []time.Time // when a Node was freshly admitted
-		lastAdmitted := map[string]time.Time{}
-		for step := 0; step < 400; step++ {
-			clock.advance(time.Duration(rng.Int63n(int64(window / 4))))
-			node := fmt.Sprintf("node-%d", rng.Intn(nodes))
-			d := b.admit(node)
-			if at, ok := lastAdmitted[node]; ok && clock.now.Sub(at) < window && !d.admitted {
-				t.Fatalf("seed %d: %s admitted at %v was refused %v later", seed, node, at, clock.now.Sub(at))
-			}
-			if d.fresh {
-				admissions = append(admissions, clock.now)
-				lastAdmitted[node] = clock.now
-			}
+		steps := make([]budgetStep, 400)
+		for i := range steps {
+			steps[i] = budgetStep{time.Duration(rng.Int63n(int64(propertyWindow / 4))), fmt.Sprintf("node-%d", rng.Intn(nodes))}
 		}
-		for i, start := range admissions {
-			n := 0
-			for _, at := range admissions[i:] {
-				if at.Sub(start) < window {
-					n++
-				}
-			}
-			if n > limit {
-				t.Fatalf("seed %d: %d Nodes admitted within %s from %v; limit %d", seed, n, window, start, limit)
-			}
-		}
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { checkBudget(t, limit, nodes, steps) })
 	}
+}
+
+// FuzzDeletionBudget is the same property over sequences the fuzzer
+// chooses: the first byte is the limit, then each pair of bytes is a time
+// step (in 64ths of the window) and a Node.
+func FuzzDeletionBudget(f *testing.F) {
+	f.Add([]byte{2, 0, 1, 0, 2, 0, 3, 70, 1, 0, 4})
+	f.Add([]byte{0, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) == 0 {
+			return
+		}
+		limit := int(data[0] % 5)
+		var steps []budgetStep
+		for i := 1; i+1 < len(data); i += 2 {
+			steps = append(steps, budgetStep{time.Duration(data[i]) * propertyWindow / 64, fmt.Sprintf("node-%d", data[i+1]%16)})
+		}
+		checkBudget(t, limit, 16, steps)
+	})
 }
 
 func TestParseSafetyAndRolloutConfig(t *testing.T) {
