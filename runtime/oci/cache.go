@@ -25,7 +25,9 @@ type Cache struct {
 }
 
 // Fetch returns the module ref names, from the cache when ref names a
-// digest that is there (no registry access), else pulled and stored.
+// digest that is there (no registry access), else pulled and stored. A tag
+// is always resolved at the registry, but a module already cached under
+// the digest it resolves to is not fetched again.
 func (c *Cache) Fetch(ctx context.Context, ref string) (*Module, error) {
 	r, err := ParseReference(ref, c.AllowTags)
 	if err != nil {
@@ -39,7 +41,10 @@ func (c *Cache) Fetch(ctx context.Context, ref string) (*Module, error) {
 			_ = os.RemoveAll(c.entry(d.DigestStr()))
 		}
 	}
-	m, manifest, err := pull(ctx, r, c.Options)
+	m, manifest, err := pull(ctx, r, c.Options, func(digest string) (*Module, bool) {
+		m, err := c.read(digest)
+		return m, err == nil
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -194,12 +194,14 @@ func Pull(ctx context.Context, ref string, opts Options) (*Module, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, _, err := pull(ctx, r, opts)
+	m, _, err := pull(ctx, r, opts, nil)
 	return m, err
 }
 
-// pull is Pull of a parsed reference; it also returns the manifest.
-func pull(ctx context.Context, r name.Reference, opts Options) (*Module, []byte, error) {
+// pull is Pull of a parsed reference; it also returns the manifest. When
+// cached has the module of the manifest's digest, the module is not
+// fetched again.
+func pull(ctx context.Context, r name.Reference, opts Options, cached func(digest string) (*Module, bool)) (*Module, []byte, error) {
 	desc, err := remote.Get(r, opts.remote(ctx)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("fetching %s from %s: %w", r, r.Context().RegistryStr(), err)
@@ -224,6 +226,11 @@ func pull(ctx context.Context, r name.Reference, opts Options) (*Module, []byte,
 	if len(m.Layers) != 1 || m.Layers[0].MediaType != LayerMediaType {
 		return nil, nil, fmt.Errorf("%s: want one layer of media type %s, found %d layers", r, LayerMediaType, len(m.Layers))
 	}
+	if cached != nil {
+		if m, ok := cached(digest); ok {
+			return m, desc.Manifest, nil
+		}
+	}
 	layer := m.Layers[0]
 	if layer.Size > host.MaxModuleBytes {
 		return nil, nil, fmt.Errorf("%s: module of %d bytes exceeds %d", r, layer.Size, host.MaxModuleBytes)
@@ -246,6 +253,16 @@ func pull(ctx context.Context, r name.Reference, opts Options) (*Module, []byte,
 			r, got, len(wasm), layer.Digest, layer.Size)
 	}
 	return &Module{Digest: digest, LayerDigest: layer.Digest.String(), Wasm: wasm}, desc.Manifest, nil
+}
+
+// ByDigest reports whether ref is a valid reference naming a digest.
+func ByDigest(ref string) bool {
+	r, err := name.ParseReference(ref, name.StrictValidation)
+	if err != nil {
+		return false
+	}
+	_, ok := r.(name.Digest)
+	return ok
 }
 
 func sha256Digest(data []byte) string {

@@ -269,6 +269,46 @@ func TestCacheServesWhileRegistryDown(t *testing.T) {
 	}
 }
 
+// TestCacheResolvesTags fetches a tag through the cache: it is resolved
+// at the registry each time, and a module already cached is not
+// downloaded again.
+func TestCacheResolvesTags(t *testing.T) {
+	ctx := context.Background()
+	reg := startRegistry(t, false)
+	var layerGets atomic.Int32
+	count := func(path string, body []byte) []byte {
+		if strings.Contains(path, "/blobs/") && bytes.HasPrefix(body, []byte("\x00asm")) {
+			layerGets.Add(1)
+		}
+		return body
+	}
+	reg.tamper.Store(&count)
+	cache := &oci.Cache{Dir: t.TempDir(), Options: oci.Options{AllowTags: true}}
+	tag := reg.host + "/simcloud:stable"
+	for i, tt := range []struct {
+		push      []byte // pushed to the tag first, if any
+		want      []byte
+		layerGets int32
+	}{
+		{push: wasmModule("v1"), want: wasmModule("v1"), layerGets: 1},
+		{want: wasmModule("v1"), layerGets: 1},
+		{push: wasmModule("v2"), want: wasmModule("v2"), layerGets: 2},
+	} {
+		if tt.push != nil {
+			if _, err := oci.Push(ctx, tt.push, tag, oci.Options{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := cache.Fetch(ctx, tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.Wasm, tt.want) || layerGets.Load() != tt.layerGets {
+			t.Errorf("fetch %d: module %x after %d layer downloads, want %x after %d", i, m.Wasm, layerGets.Load(), tt.want, tt.layerGets)
+		}
+	}
+}
+
 // TestFetchRetrying starts with the registry down: every failed attempt is
 // reported with a clear error, and the fetch succeeds once the registry is
 // up on its address.

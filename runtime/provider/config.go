@@ -34,7 +34,7 @@ type ModuleConfig struct {
 	Path string `json:"path,omitempty"`
 	// Image is a Wasm OCI artifact, REGISTRY/REPOSITORY@sha256:DIGEST, that
 	// the CCM pulls itself (see image.go). A tag is refused unless
-	// AllowTags. A changed reference is hot-reloaded.
+	// AllowTags. A changed reference, or a moved tag, is hot-reloaded.
 	Image     string `json:"image,omitempty"`
 	AllowTags bool   `json:"allowTags,omitempty"`
 	// RegistryConfig is a docker config file with the registry's

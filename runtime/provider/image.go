@@ -89,17 +89,19 @@ func useImage(ctx context.Context, cfg *Config, cloudConfigPath string) error {
 	klog.InfoS("provider module pulled", "image", ref, "digest", m.Digest, "moduleSHA256", m.LayerDigest)
 	cfg.Module.Path = served
 	if cloudConfigPath != "" && cfg.Module.ReloadInterval.Duration > 0 {
-		go watchImageReference(ctx, cloudConfigPath, ref, served, cfg.Module.ReloadInterval.Duration)
+		go watchImageReference(ctx, cloudConfigPath, ref, m.Digest, served, cfg.Module.ReloadInterval.Duration)
 	}
 	return nil
 }
 
 // watchImageReference re-reads the cloud-config every interval and, when
 // module.image names another artifact, pulls it and installs it as the
-// served file, which the module reload then takes into service. A failed
-// pull keeps the current module serving and is retried at the next poll.
-// Other cloud-config changes still need a restart. It runs until ctx ends.
-func watchImageReference(ctx context.Context, cloudConfigPath, current, served string, interval time.Duration) {
+// served file, which the module reload then takes into service. A tag
+// (module.allowTags) is resolved again at every poll, so a moved tag is
+// followed too. A failed pull keeps the current module serving and is
+// retried at the next poll. Other cloud-config changes still need a
+// restart. It runs until ctx ends.
+func watchImageReference(ctx context.Context, cloudConfigPath, current, currentDigest, served string, interval time.Duration) {
 	// The last unusable cloud-config and failed reference, each reported
 	// once rather than at every poll.
 	var badConfig, failedRef string
@@ -117,29 +119,35 @@ func watchImageReference(ctx context.Context, cloudConfigPath, current, served s
 			continue
 		}
 		cfg, err := ParseConfig(bytes.NewReader(data))
-		if err != nil || cfg.Module.Image == "" || cfg.Module.Image == current {
-			if err != nil && badConfig != string(data) {
+		if err != nil {
+			if badConfig != string(data) {
 				badConfig = string(data)
 				klog.ErrorS(err, "changed cloud-config not usable; the current module stays in service")
 			}
 			continue
 		}
+		ref := cfg.Module.Image
+		if ref == "" || ref == current && oci.ByDigest(ref) {
+			continue
+		}
 		pullCtx, cancel := context.WithTimeout(ctx, refPullTimeout)
-		m, err := cfg.Module.imageCache().Fetch(pullCtx, cfg.Module.Image)
+		m, err := cfg.Module.imageCache().Fetch(pullCtx, ref)
 		cancel()
-		if err == nil {
+		if err == nil && m.Digest != currentDigest {
 			err = install(served, m.Wasm)
 		}
 		if err != nil {
-			if failedRef != cfg.Module.Image {
-				failedRef = cfg.Module.Image
+			if failedRef != ref {
+				failedRef = ref
 				klog.ErrorS(err, "pulling the new provider module failed; the current module stays in service; retrying",
-					"image", cfg.Module.Image, "current", current)
+					"image", ref, "current", current)
 			}
 			continue
 		}
-		klog.InfoS("provider module pulled for a changed module.image", "image", cfg.Module.Image, "digest", m.Digest)
-		current, failedRef = cfg.Module.Image, ""
+		if m.Digest != currentDigest {
+			klog.InfoS("provider module pulled for a changed module.image", "image", ref, "digest", m.Digest)
+		}
+		current, currentDigest, failedRef = ref, m.Digest, ""
 	}
 }
 

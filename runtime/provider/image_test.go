@@ -52,9 +52,9 @@ func TestModuleImage(t *testing.T) {
 	keychain := oci.Options{Keychain: oci.DockerConfigKeychain(registryConfig)}
 
 	v1 := guest(t, "testprovider")
-	v2, v3 := withCustomSection(v1, "v2"), withCustomSection(v1, "v3")
+	v2, v3, v4, v5 := withCustomSection(v1, "v2"), withCustomSection(v1, "v3"), withCustomSection(v1, "v4"), withCustomSection(v1, "v5")
 	refs := map[string]string{}
-	for name, wasm := range map[string][]byte{"v1": v1, "v2": v2, "v3": v3} {
+	for name, wasm := range map[string][]byte{"v1": v1, "v2": v2, "v3": v3, "v4": v4} {
 		ref, err := oci.Push(ctx, wasm, host+"/testprovider:"+name, keychain)
 		if err != nil {
 			t.Fatal(err)
@@ -64,9 +64,9 @@ func TestModuleImage(t *testing.T) {
 
 	cacheDir := filepath.Join(dir, "cache")
 	cloudConfig := filepath.Join(dir, "cloud-config.yaml")
-	writeConfig := func(ref string) {
-		writeFile(t, cloudConfig, fmt.Appendf(nil, "module: {image: %q, registryConfig: %q, imageCacheDir: %q, reloadInterval: 20ms}\n",
-			ref, registryConfig, cacheDir))
+	writeConfig := func(ref string, allowTags bool) {
+		writeFile(t, cloudConfig, fmt.Appendf(nil, "module: {image: %q, allowTags: %v, registryConfig: %q, imageCacheDir: %q, reloadInterval: 20ms}\n",
+			ref, allowTags, registryConfig, cacheDir))
 	}
 	load := func() *Config {
 		data, err := os.ReadFile(cloudConfig)
@@ -97,7 +97,7 @@ func TestModuleImage(t *testing.T) {
 		}
 	}
 
-	writeConfig(refs["v1"])
+	writeConfig(refs["v1"], false)
 	cfg := load()
 	if err := useImage(ctx, cfg, cloudConfig); err != nil {
 		t.Fatal(err)
@@ -115,28 +115,37 @@ func TestModuleImage(t *testing.T) {
 	}
 
 	t.Run("changed reference", func(t *testing.T) {
-		writeConfig(refs["v2"])
+		writeConfig(refs["v2"], false)
 		servedEventually(v2)
+	})
+
+	t.Run("moved tag, tags allowed", func(t *testing.T) {
+		writeConfig(host+"/testprovider:v4", true)
+		servedEventually(v4)
+		if _, err := oci.Push(ctx, v5, host+"/testprovider:v4", keychain); err != nil {
+			t.Fatal(err)
+		}
+		servedEventually(v5)
 	})
 
 	t.Run("unusable cloud-config keeps the module", func(t *testing.T) {
 		writeFile(t, cloudConfig, []byte("module: {image: "+host+"/testprovider:v3, imageCacheDir: /c}\n"))
 		time.Sleep(100 * time.Millisecond)
-		servedEventually(v2)
+		servedEventually(v5)
 	})
 
 	srv.Close()
 	t.Run("registry down later: the module keeps serving", func(t *testing.T) {
-		writeConfig(refs["v3"])
+		writeConfig(refs["v3"], false)
 		time.Sleep(100 * time.Millisecond) // several polls, each failing
-		servedEventually(v2)
-		if got, err := ReadModule(cfg.Module); err != nil || !bytes.Equal(got, v2) {
-			t.Fatalf("served module: %v, want v2", err)
+		servedEventually(v5)
+		if got, err := ReadModule(cfg.Module); err != nil || !bytes.Equal(got, v5) {
+			t.Fatalf("served module: %v, want v5", err)
 		}
 	})
 
 	t.Run("registry down at a restart: served from the cache", func(t *testing.T) {
-		writeConfig(refs["v1"])
+		writeConfig(refs["v1"], false)
 		restarted := load()
 		if err := useImage(ctx, restarted, ""); err != nil {
 			t.Fatal(err)
