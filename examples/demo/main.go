@@ -238,7 +238,7 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 	url := "http://" + l.Addr().String()
 	step("serving the fake Hetzner Cloud API at %s/v1 with %d servers in network k8s", url, len(names))
 	return demoCloud{url: url, module: "modules/hcloud/module",
-		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", url+"/v1"),
+		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", url+"/v1"),
 		describe: func() error {
 			fmt.Println("\nIn the fake Hetzner Cloud:")
 			for _, lb := range fake.LoadBalancers() {

@@ -143,6 +143,14 @@ func loadBalancerType(idOrName schema.IDOrName) (schema.LoadBalancerType, bool) 
 	return schema.LoadBalancerType{}, false
 }
 
+// SetActionPolls changes how many polls new actions answer "running";
+// actions already started keep theirs.
+func (c *Cloud) SetActionPolls(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.opts.ActionPolls = n
+}
+
 // Server describes a server to add with AddServer.
 type Server struct {
 	Name string

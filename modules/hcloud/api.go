@@ -182,8 +182,6 @@ func (p *Provider) post(ctx context.Context, what, path string, body any) error 
 const (
 	firstPoll = 100 * time.Millisecond
 	maxPoll   = time.Second
-	// noDeadline bounds the wait of a call that has no deadline.
-	noDeadline = time.Minute
 	// retryRunning is the RetryAfter of a call whose action outlives it.
 	retryRunning = 5 * time.Second
 )
@@ -197,7 +195,7 @@ func (p *Provider) wait(ctx context.Context, what string, a *action) error {
 	}
 	deadline, ok := ctx.Deadline()
 	if !ok {
-		deadline = time.Now().Add(noDeadline)
+		deadline = time.Now().Add(p.callTimeout)
 	}
 	delay := firstPoll
 	for {

@@ -315,21 +315,35 @@ func TestLoadBalancerBadInput(t *testing.T) {
 	}
 }
 
-// An action that outlives the call's deadline is a RetryAfter, not a
+// An action that outlives the call's deadline, or the configured call
+// timeout inside a module that is told no deadline, is a RetryAfter, not a
 // failure, and the next call finds the load balancer instead of making a
 // second one.
 func TestSlowActionRetriesLater(t *testing.T) {
-	e := newEnv(t, `{"loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{ActionPolls: 1000})
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	short, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	svc := testService("uid-slow", nil, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
-	_, err := e.p.EnsureLoadBalancer(ctx, "test", svc, nil)
-	if outcome(err) != abi.StatusRetryAfter {
-		t.Fatalf("EnsureLoadBalancer with a slow action: %v (status %v), want RetryAfter", err, outcome(err))
+	tests := []struct {
+		name string
+		cfg  string
+		ctx  context.Context
+	}{
+		{"context deadline", `{"loadBalancers": {"location": "fsn1"}}`, short},
+		{"callTimeout", `{"callTimeout": "500ms", "loadBalancers": {"location": "fsn1"}}`, context.Background()},
 	}
-	lb, err := e.p.byServiceUID(context.Background(), svc)
-	if err != nil || lb == nil {
-		t.Fatalf("load balancer after the slow create: %v %v", lb, err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, tt.cfg, hcloudfake.Options{ActionPolls: 1000})
+			svc := testService("uid-slow", nil, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+			start := time.Now()
+			_, err := e.p.EnsureLoadBalancer(tt.ctx, "test", svc, nil)
+			if outcome(err) != abi.StatusRetryAfter || time.Since(start) > 2*time.Second {
+				t.Fatalf("EnsureLoadBalancer with a slow action: %v (status %v) after %s, want RetryAfter within the timeout", err, outcome(err), time.Since(start))
+			}
+			lb, err := e.p.byServiceUID(context.Background(), svc)
+			if err != nil || lb == nil {
+				t.Fatalf("load balancer after the slow create: %v %v", lb, err)
+			}
+		})
 	}
 }
 
@@ -394,7 +408,7 @@ func TestRoutes(t *testing.T) {
 }
 
 func TestInitRejectsBadConfig(t *testing.T) {
-	for _, cfg := range []string{`{"addressFamily": "ipv5"}`, `{"endpoint": "ftp://x"}`, `{"unknown": 1}`, `{"requestTimeout": "soon"}`,
+	for _, cfg := range []string{`{"addressFamily": "ipv5"}`, `{"endpoint": "ftp://x"}`, `{"unknown": 1}`, `{"requestTimeout": "soon"}`, `{"callTimeout": "-1s"}`,
 		`{"loadBalancers": {"algorithmType": "fastest"}}`} {
 		p := New(&native.Host{})
 		if err := p.Init(context.Background(), "c", []byte(cfg)); err == nil {

@@ -89,6 +89,7 @@ func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Servi
 // balancer, then bring its settings, services and targets to what the
 // Service asks.
 func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
+	ctx = p.bounded(ctx)
 	if err := checkSupported(svc); err != nil {
 		return nil, err
 	}
@@ -113,6 +114,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 // UpdateLoadBalancer implements sdk.LoadBalancer. A Service whose load
 // balancer does not exist yet is left to EnsureLoadBalancer.
 func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *abi.Service, nodes []abi.Node) error {
+	ctx = p.bounded(ctx)
 	if err := checkSupported(svc); err != nil {
 		return err
 	}

@@ -19,12 +19,20 @@
 //	  "addressFamily": "ipv4",                   // ipv4, ipv6 or dualstack (HCLOUD_INSTANCES_ADDRESS_FAMILY)
 //	  "zoneLabel": true,                         // set the zone label (HCLOUD_INSTANCES_ZONE_LABEL_ENABLED)
 //	  "requestTimeout": "10s",
+//	  "callTimeout": "20s",                      // below the CCM's limits.callTimeout; see below
 //	  "loadBalancers": {
 //	    "location": "fsn1", "networkZone": "", "type": "lb11", "algorithmType": "",
 //	    "usePrivateIP": false, "disablePrivateIngress": false, "disableIPv6": false,
 //	    "disablePublicNetwork": false
 //	  }
 //	}
+//
+// Load balancer and route changes are asynchronous actions, which the
+// provider waits for. A module is not told its call's deadline, so
+// callTimeout bounds each load balancer and route call instead: actions
+// still running then make the call return RetryAfter, and the next call
+// carries on from what is done. Keep it below the CCM's limits.callTimeout
+// (30s by default), which ends the call without an answer.
 //
 // Hetzner Robot (dedicated) servers are not supported: their provider IDs
 // are answered with an error, never with "does not exist".
@@ -58,9 +66,15 @@ type Provider struct {
 	api  rest.Client
 	cfg  config
 
+	// callTimeout bounds load balancer and route calls.
+	callTimeout time.Duration
 	// networkID caches the configured network's ID once resolved.
 	networkID int64
 }
+
+// defaultCallTimeout leaves a third of the CCM's default 30s call timeout
+// for the answer to travel and for slow requests.
+const defaultCallTimeout = 20 * time.Second
 
 var (
 	_ sdk.Provider     = (*Provider)(nil)
@@ -82,6 +96,7 @@ type config struct {
 	AddressFamily   string     `json:"addressFamily"`
 	ZoneLabel       *bool      `json:"zoneLabel"`
 	RequestTimeout  string     `json:"requestTimeout"`
+	CallTimeout     string     `json:"callTimeout"`
 	LoadBalancers   lbDefaults `json:"loadBalancers"`
 }
 
@@ -134,25 +149,68 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	if a := cfg.LoadBalancers.AlgorithmType; a != "" && a != "round_robin" && a != "least_connections" {
 		return errors.New("hcloud: provider config: loadBalancers.algorithmType " + strconv.Quote(a) + " is not round_robin or least_connections")
 	}
-	var timeout time.Duration
-	if cfg.RequestTimeout != "" {
-		d, err := time.ParseDuration(cfg.RequestTimeout)
-		if err != nil || d <= 0 {
-			return errors.New("hcloud: provider config: requestTimeout " + strconv.Quote(cfg.RequestTimeout) + " is not a positive duration such as \"10s\"")
-		}
-		timeout = d
+	timeout, err := positiveDuration("requestTimeout", cfg.RequestTimeout, 0)
+	if err != nil {
+		return err
+	}
+	callTimeout, err := positiveDuration("callTimeout", cfg.CallTimeout, defaultCallTimeout)
+	if err != nil {
+		return err
 	}
 	credential := DefaultTokenCredential
 	if cfg.TokenCredential != nil {
 		credential = *cfg.TokenCredential
 	}
-	p.cfg, p.networkID = cfg, 0
+	p.cfg, p.callTimeout, p.networkID = cfg, callTimeout, 0
 	p.api = rest.Client{Host: p.host, Name: "hcloud", BaseURL: strings.TrimRight(cfg.Endpoint, "/"), Credential: credential,
 		Timeout: timeout, Absent: isNotFound, ErrorMessage: errorMessage}
 	if id, err := strconv.ParseInt(cfg.Network, 10, 64); err == nil && id > 0 {
 		p.networkID = id
 	}
 	p.logf(abi.LogInfo, "using endpoint "+p.api.BaseURL+networkNote(cfg.Network))
+	return nil
+}
+
+// positiveDuration parses a config duration; def when it is empty.
+func positiveDuration(field, value string, def time.Duration) (time.Duration, error) {
+	if value == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil || d <= 0 {
+		return 0, errors.New("hcloud: provider config: " + field + " " + strconv.Quote(value) + " is not a positive duration such as \"10s\"")
+	}
+	return d, nil
+}
+
+// bounded returns ctx with the call timeout applied, unless its own
+// deadline is sooner.
+func (p *Provider) bounded(ctx context.Context) context.Context {
+	deadline := time.Now().Add(p.callTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		return ctx
+	}
+	return deadlineContext{ctx, deadline}
+}
+
+// deadlineContext adds a deadline to a context without the timer that
+// context.WithDeadline starts: a TinyGo module built with -scheduler=none
+// runs no goroutines, and everything here checks Err and Deadline rather
+// than waiting on Done.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c deadlineContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if !time.Now().Before(c.deadline) {
+		return context.DeadlineExceeded
+	}
 	return nil
 }
 

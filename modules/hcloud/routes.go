@@ -67,6 +67,7 @@ func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error
 // InternalIP addresses. A route to the same destination through another
 // gateway is replaced.
 func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *abi.Route) error {
+	ctx = p.bounded(ctx)
 	what := "creating route " + route.DestinationCIDR + " to node " + strconv.Quote(route.TargetNode)
 	dest, err := netip.ParsePrefix(route.DestinationCIDR)
 	if err != nil {
@@ -120,6 +121,7 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *a
 // DeleteRoute implements sdk.Routes. A route that is already gone is
 // deleted.
 func (p *Provider) DeleteRoute(ctx context.Context, _ string, route *abi.Route) error {
+	ctx = p.bounded(ctx)
 	what := "deleting route " + route.DestinationCIDR
 	n, path, err := p.routesNetwork(ctx, what)
 	if err != nil {

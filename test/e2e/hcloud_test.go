@@ -49,12 +49,13 @@ func TestHcloud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
+	providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
 	e := &hcloudEnv{env: startModule(t, hcloudModule, tc, srv.URL, providerConfig, nil), fake: fake, network: network}
 	t.Run("NodeInitialization", e.testNodeInitialization)
 	t.Run("NodeLifecycle", e.testNodeLifecycle)
 	t.Run("LoadBalancer", e.testLoadBalancer)
 	t.Run("Routes", e.testRoutes)
+	t.Run("SlowActions", e.testSlowActions)
 	t.Run("FaultsDeleteNothing", e.testFaults)
 }
 
@@ -278,6 +279,39 @@ func (e *hcloudEnv) testRoutes(t *testing.T) {
 		_, ok := routeTo("10.244.6.0/24")
 		return !ok, nil
 	})
+}
+
+// testSlowActions keeps actions running longer than the module's
+// callTimeout: the module answers RetryAfter instead of running into the
+// CCM's call timeout, and once the cloud is fast again the Service gets
+// its one load balancer.
+func (e *hcloudEnv) testSlowActions(t *testing.T) {
+	ctx := context.Background()
+	creates := e.fake.Requests()["POST /v1/load_balancers"]
+	e.fake.SetActionPolls(1 << 20)
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "slow", Namespace: "default"},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": "slow"},
+			Ports: []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
+	}
+	if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the module to answer RetryAfter for a running action", func() (bool, error) {
+		log, err := os.ReadFile(e.ccm.logPath)
+		return strings.Contains(string(log), "is still running"), err
+	})
+	e.fake.SetActionPolls(1)
+	eventually(t, 60*time.Second, "ingress once actions finish", func() (bool, error) {
+		s, err := e.client.CoreV1().Services("default").Get(ctx, "slow", metav1.GetOptions{})
+		return err == nil && len(s.Status.LoadBalancer.Ingress) > 0, err
+	})
+	if n := e.fake.Requests()["POST /v1/load_balancers"] - creates; n != 1 {
+		t.Fatalf("%d load balancers created for one Service", n)
+	}
+	if err := e.client.CoreV1().Services("default").Delete(ctx, "slow", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // testFaults makes every API request fail in each way a real API fails
