@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -184,6 +185,8 @@ func diffRun(t *testing.T, impl, official string) map[string]string {
 		out[p+"label keys"] = strings.Join(labels, ",")
 	}
 	n, _ := e.fake.Network(network.ID)
+	// The route controller creates routes concurrently: compare them as a set.
+	slices.SortFunc(n.Routes, func(a, b schema.NetworkRoute) int { return strings.Compare(a.Destination, b.Destination) })
 	out["network routes"] = compact(n.Routes)
 	requests := e.fake.Requests()
 	writes := 0
