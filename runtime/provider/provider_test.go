@@ -73,19 +73,11 @@ func newCloud(t testing.TB, wasm []byte, mutate func(*Config)) *Cloud {
 	return c
 }
 
-var (
-	cacheOnce sync.Once
-	cacheDir  string
-)
-
-func compilationCache(t testing.TB) string {
-	cacheOnce.Do(func() {
-		var err error
-		if cacheDir, err = os.MkdirTemp("", "wasmccm-compcache"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	return cacheDir
+// compilationCache is the compilation cache the end-to-end suite's CCMs
+// use too: the test modules are compiled once per content, not once per
+// test process.
+func compilationCache(testing.TB) string {
+	return filepath.Join(wasmbuild.CacheDir(), "compilation")
 }
 
 func node(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
