@@ -215,11 +215,29 @@ func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Messag
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.stats.byVerdict[v]++
-	if (v == verdictDestructive || v == verdictCandidateFailed) && len(r.stats.first) < maxReported {
-		r.stats.first = append(r.stats.first, disagreement{
+	if v == verdictDestructive || v == verdictCandidateFailed {
+		r.stats.report(disagreement{
 			export: strings.TrimPrefix(export, "wasmccm_"), subject: subject(in),
 			inService: describe(export, inService), candidate: describe(export, candidate),
+			destructive: v == verdictDestructive,
 		})
+	}
+}
+
+// report keeps the first maxReported disagreements, destructive ones
+// before failures: they are what a rejection is about.
+func (s *comparisonStats) report(d disagreement) {
+	if len(s.first) < maxReported {
+		s.first = append(s.first, d)
+		return
+	}
+	if d.destructive {
+		for i := range s.first {
+			if !s.first[i].destructive {
+				s.first[i] = d
+				return
+			}
+		}
 	}
 }
 

@@ -114,6 +114,7 @@ func newAnswer(out abi.Message) abi.Message {
 type disagreement struct {
 	export, subject      string
 	inService, candidate string
+	destructive          bool
 }
 
 func (d disagreement) String() string {

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/wasmccm/wasmccm/modules/sdk/abi"
@@ -65,5 +66,24 @@ func TestShadowedExportsAreReadOnly(t *testing.T) {
 		if shadowedExports[export] {
 			t.Errorf("%s is shadowed", export)
 		}
+	}
+}
+
+// TestReportPrefersDestructive: the disagreements a rejection names are
+// the destructive ones, even after failures filled the list.
+func TestReportPrefersDestructive(t *testing.T) {
+	var s comparisonStats
+	for i := range maxReported + 2 {
+		s.report(disagreement{subject: fmt.Sprint("failed-", i)})
+	}
+	s.report(disagreement{subject: "gone", destructive: true})
+	destructive := 0
+	for _, d := range s.first {
+		if d.destructive {
+			destructive++
+		}
+	}
+	if len(s.first) != maxReported || destructive != 1 {
+		t.Fatalf("reported %+v", s.first)
 	}
 }
