@@ -34,6 +34,13 @@ import (
 // Deletions that are really wanted (a scale-down) therefore complete, at
 // the budget's pace.
 //
+// The budget cannot tell which controller asked. InstanceExists and
+// InstanceExistsByProviderID are asked by the lifecycle controller only;
+// InstanceID is also asked by the node controller while it initializes a
+// Node without a provider ID, where a NotFound answer turned into an error
+// only delays the initialization (the controller retries either way), but
+// does take a unit of the budget.
+//
 // Distinct Nodes, not answers, are counted: the lifecycle controller asks
 // about every NotReady Node at every monitor period (5 s by default), so
 // one Node answered "gone" many times takes one unit, and a Node admitted
@@ -43,8 +50,8 @@ import (
 // Defaults of safety.maxNodeDeletions. One Node, or 1% of the cluster, per
 // ten minutes: a 3-node cluster loses at most one Node per ten minutes to
 // answers alone (it keeps a majority), a 5,000-node cluster at most 50,
-// about the pace of a careful manual scale-down and far below what a bad
-// release would otherwise do (all NotReady Nodes in seconds). The window is
+// where a bad release would otherwise delete every NotReady Node within
+// seconds. The window is
 // long enough for the NodeDeletionDeferred Events and the metric to page
 // someone before the next batch.
 const (

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"strings"
@@ -184,6 +186,45 @@ safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m}}
 			_, err := ParseConfig(strings.NewReader(tc.yaml))
 			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDeletionBudgetGuardsEveryPath: both "gone" answers of the test
+// provider, by InstancesV2 and by the legacy provider ID call, pass a
+// budget of one Node and are deferred by a budget of zero; other answers
+// are untouched.
+func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		count     int
+		wantGone  bool
+		wantError bool
+	}{{1, true, false}, {0, false, true}} {
+		t.Run(fmt.Sprint("count=", tc.count), func(t *testing.T) {
+			c := newCloud(t, guest(t, "testprovider"), func(cfg *Config) {
+				cfg.Safety.MaxNodeDeletions = DeletionBudgetConfig{Count: intp(tc.count), Percent: intp(0)}
+			})
+			v2, _ := c.InstancesV2()
+			legacy, _ := c.Instances()
+			answers := map[string]func() (bool, error){
+				"InstanceExists":             func() (bool, error) { return v2.InstanceExists(ctx, node("missing")) },
+				"InstanceExistsByProviderID": func() (bool, error) { return legacy.InstanceExistsByProviderID(ctx, "test://missing") },
+			}
+			for name, answer := range answers {
+				// The same Node twice: one unit of the budget, not two.
+				for range 2 {
+					exists, err := answer()
+					if exists || tc.wantGone != (err == nil) || tc.wantError != errors.Is(err, errDeletionDeferred) {
+						t.Fatalf("%s = %v, %v", name, exists, err)
+					}
+				}
+				// The budget of one is taken by the first path's Node.
+				c.budget = newDeletionBudget(c.cfg.Safety.MaxNodeDeletions, c.nodeCount)
+			}
+			if exists, err := v2.InstanceExists(ctx, node("present")); !exists || err != nil {
+				t.Fatalf("present Node: %v, %v", exists, err)
 			}
 		})
 	}
