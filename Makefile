@@ -18,7 +18,7 @@ FUZZTIME ?= 10s
 SDK := modules/sdk
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps build modules test test-unit test-e2e fuzz lint chart demo bench scale clean
+.PHONY: help deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -30,6 +30,9 @@ deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, 
 
 build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...
+
+image: ## Build the manager image (linux/amd64 + arm64, no Docker) as an OCI layout in bin/image.
+	$(GO) run ./hack/image -o $(BIN)/image
 
 modules: ## Build the simcloud and hcloud provider modules with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)
