@@ -18,7 +18,7 @@ FUZZTIME ?= 10s
 SDK := modules/sdk
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale clean
+.PHONY: help deps node-deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, 
 	hack/install-e2e-deps.sh
 	hack/install-tinygo.sh
 	hack/install-helm.sh
+
+node-deps: ## Install containerd and runc (Debian) and build kubelet, kube-controller-manager, kube-scheduler (cached).
+	hack/install-node-deps.sh
 
 build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 	$(GO) build -o $(BIN)/ ./cmd/...

@@ -40,21 +40,6 @@ fi
 
 command -v go >/dev/null || wasmccm::die "go is required on PATH"
 
-# k8s.io/kubernetes requires its staging modules (k8s.io/api, client-go, ...)
-# at v0.0.0 and resolves them with replace directives to ./staging, which a
-# dependent module does not inherit. Each staging module is published on its
-# own as v0.<minor>.<patch>, so the helper module replaces them with that.
-staging_version="v0.${KUBE_VERSION#v1.}"
-
-# staging_replaces GOMOD prints a `go mod edit` flag per staging module that
-# GOMOD (kubernetes' own go.mod) points at ./staging.
-staging_replaces() {
-  sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$|\1|p' "$1" |
-    while read -r mod; do
-      echo "-replace=$mod=$mod@$staging_version"
-    done
-}
-
 # etcd_version GOMOD prints the etcd server version kubernetes is tested
 # against, so the apiserver and etcd in the cache are a supported pair.
 etcd_version() {
@@ -73,7 +58,7 @@ build_into() {
   [[ -n "$etcd" ]] || wasmccm::die "no go.etcd.io/etcd/server/v3 in $kube_gomod"
 
   local -a replaces
-  mapfile -t replaces < <(staging_replaces "$kube_gomod")
+  mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$KUBE_VERSION")
   ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
 
   (
@@ -89,16 +74,8 @@ build_into() {
       wasmccm::die "could not resolve the modules for kube-apiserver and etcd"
     fi
 
-    local minor=${KUBE_VERSION#v1.}
-    minor=${minor%%.*}
-    local ldflags="-s -w"
-    ldflags+=" -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION"
-    ldflags+=" -X k8s.io/component-base/version.gitMajor=1"
-    ldflags+=" -X k8s.io/component-base/version.gitMinor=$minor"
-    ldflags+=" -X k8s.io/component-base/version.gitTreeState=clean"
-
     wasmccm::log "building kube-apiserver $KUBE_VERSION (several minutes on a cold cache)"
-    go build -trimpath -ldflags="$ldflags" -o "$out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+    go build -trimpath -ldflags="$(wasmccm::kube_ldflags "$KUBE_VERSION")" -o "$out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
     # The module root of go.etcd.io/etcd/server/v3 is etcd's main package.
     wasmccm::log "building etcd $etcd"
     go build -trimpath -ldflags="-s -w" -o "$out/bin/etcd" go.etcd.io/etcd/server/v3

@@ -68,3 +68,29 @@ wasmccm::remove_on_exit() {
   trap "rm -rf '$1'" EXIT
   trap 'exit 130' INT TERM HUP
 }
+
+# wasmccm::kube_staging_replaces GOMOD VERSION prints a `go mod edit` flag per
+# staging module that GOMOD (k8s.io/kubernetes' own go.mod at VERSION) points
+# at ./staging. k8s.io/kubernetes requires its staging modules (k8s.io/api,
+# client-go, ...) at v0.0.0 and resolves them with replace directives, which
+# a dependent module does not inherit; each staging module is published on
+# its own as v0.<minor>.<patch>, so the helper module replaces them with that.
+wasmccm::kube_staging_replaces() {
+  local staging_version="v0.${2#v1.}"
+  sed -n 's|^[[:space:]]*\(k8s\.io/[^[:space:]]*\) => \./staging/.*$|\1|p' "$1" |
+    while read -r mod; do
+      echo "-replace=$mod=$mod@$staging_version"
+    done
+}
+
+# wasmccm::kube_ldflags VERSION prints the linker flags that stamp a
+# Kubernetes component built from the module proxy with VERSION, as a
+# release build would (`--version`, and the version the kubelet reports).
+wasmccm::kube_ldflags() {
+  local minor=${1#v1.}
+  minor=${minor%%.*}
+  echo "-s -w -X k8s.io/component-base/version.gitVersion=$1" \
+    "-X k8s.io/component-base/version.gitMajor=1" \
+    "-X k8s.io/component-base/version.gitMinor=$minor" \
+    "-X k8s.io/component-base/version.gitTreeState=clean"
+}
