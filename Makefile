@@ -50,7 +50,7 @@ modules: ## Build the simcloud and hcloud provider modules with standard Go and 
 # keeps their timing honest on a 2-core machine.
 UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 
-test: deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run.
+test: deps node-deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run.
 	WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 $(UNIT_PKGS)
 	cd $(SDK) && $(GO) test -count=1 ./...
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 -p 1 -timeout 40m ./test/...
@@ -59,7 +59,7 @@ test: deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a
 test-unit: ## Unit tests only (seconds; end-to-end tests skip without the cached binaries).
 	$(GO) test ./...
 
-test-e2e: deps ## End-to-end tests only.
+test-e2e: deps node-deps ## End-to-end tests only.
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 ./test/...
 
 fuzz: ## Short runs of every fuzz target.
