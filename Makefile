@@ -11,11 +11,13 @@ BIN := bin
 TINYGO_WASIP1 := $(WASMCCM_CACHE)/tinygo/v0.42.0/bin/tinygo-wasip1
 MODULE_PKG := ./modules/simcloud/module
 FUZZTIME ?= 10s
-# The SDK (modules/sdk, ABI included) is its own Go module: ./... of the root
-# does not reach it, so every target runs it from its directory too. Its
-# export bodies are reached only from wasip1 files, so it is also checked as
-# a wasip1 build.
-SDK := modules/sdk
+# The ABI (abi/) and the SDK (modules/sdk) are Go modules of their own,
+# standard library only: ./... of the root does not reach them, so every
+# target runs them from their directories too (IN_STDLIB_MODULES). The SDK's
+# export bodies are reached only from wasip1 files, so both are also checked
+# as wasip1 builds.
+STDLIB_MODULES := abi modules/sdk
+IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
 .PHONY: help deps node-deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale clean
@@ -52,7 +54,7 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
 
 test: deps node-deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run.
 	WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 $(UNIT_PKGS)
-	cd $(SDK) && $(GO) test -count=1 ./...
+	$(call IN_STDLIB_MODULES,$(GO) test -count=1 ./...)
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 -p 1 -timeout 40m ./test/...
 	$(MAKE) fuzz
 
@@ -63,8 +65,8 @@ test-e2e: deps node-deps ## End-to-end tests only.
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 ./test/...
 
 fuzz: ## Short runs of every fuzz target.
-	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
-	cd $(SDK) && $(GO) test ./abi -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
+	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
+	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(FUZZTIME)
@@ -76,13 +78,11 @@ $(STATICCHECK):
 lint: $(STATICCHECK) ## gofmt, go vet (host and wasip1) and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	cd $(SDK) && $(GO) vet ./...
+	$(call IN_STDLIB_MODULES,$(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./modules/...
-	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...
 	$(STATICCHECK) ./...
-	cd $(SDK) && $(STATICCHECK) $$($(GO) list ./... | grep -v /export/)
+	$(call IN_STDLIB_MODULES,$(STATICCHECK) $$($(GO) list ./... | grep -v /export/) && GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./...)
 	GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./modules/...
-	cd $(SDK) && GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./...
 
 CHART := charts/wasm-cloud-controller-manager
 

@@ -6,7 +6,8 @@ require (
 	github.com/google/go-containerregistry v0.22.1
 	github.com/hetznercloud/hcloud-go/v2 v2.36.0
 	github.com/tetratelabs/wazero v1.12.0
-	github.com/wasmccm/wasmccm/modules/sdk v0.0.0
+	github.com/wasmccm/wasmccm/abi v0.1.0
+	github.com/wasmccm/wasmccm/modules/sdk v0.1.0
 	golang.org/x/time v0.14.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -118,6 +119,9 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 )
 
-// The SDK is its own module so that providers depend on it alone; here it is
-// built from this tree.
-replace github.com/wasmccm/wasmccm/modules/sdk => ./modules/sdk
+// The ABI and the SDK are Go modules of their own, standard library only, so
+// that providers depend on them alone; here they are built from this tree.
+replace (
+	github.com/wasmccm/wasmccm/abi => ./abi
+	github.com/wasmccm/wasmccm/modules/sdk => ./modules/sdk
+)

@@ -15,8 +15,10 @@ import (
 	"text/template"
 )
 
-// sdkVersion is the SDK release a new provider requires. The SDK is the
-// Go module github.com/wasmccm/wasmccm/modules/sdk, tagged modules/sdk/vX.Y.Z.
+// sdkVersion is the release a new provider requires of the two modules it
+// builds on, released together: the ABI (github.com/wasmccm/wasmccm/abi,
+// tagged abi/vX.Y.Z) and the SDK (github.com/wasmccm/wasmccm/modules/sdk,
+// tagged modules/sdk/vX.Y.Z).
 const sdkVersion = "v0.1.0"
 
 //go:embed scaffold
@@ -33,14 +35,14 @@ type scaffoldData struct {
 var providerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
 
 // initCommand scaffolds a provider module in a new directory: go.mod on the
-// SDK module alone, a provider whose InstancesV2 and LoadBalancer methods
+// ABI and SDK modules alone, a provider whose InstancesV2 and LoadBalancer methods
 // answer NotImplemented, a native unit test, a Makefile building with
 // TinyGo or Go, an example cloud-config and a test spec for wasmccm test.
 func initCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
 	module := fs.String("module", "", "Go module path of the provider (default NAME)")
 	dir := fs.String("dir", "", "directory to create (default NAME)")
-	version := fs.String("sdk-version", sdkVersion, "version of github.com/wasmccm/wasmccm/modules/sdk to require")
+	version := fs.String("sdk-version", sdkVersion, "version of the ABI and SDK modules (github.com/wasmccm/wasmccm/abi, .../modules/sdk) to require")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

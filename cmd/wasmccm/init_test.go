@@ -40,7 +40,7 @@ func TestInit(t *testing.T) {
 		t.Error("init touched a non-empty directory")
 	}
 	want := map[string]string{
-		"go.mod":            "module example.com/acme/ccm\n\ngo 1.24\n\nrequire github.com/wasmccm/wasmccm/modules/sdk " + sdkVersion,
+		"go.mod":            "module example.com/acme/ccm\n\ngo 1.24\n\nrequire (\n\tgithub.com/wasmccm/wasmccm/abi " + sdkVersion + "\n\tgithub.com/wasmccm/wasmccm/modules/sdk " + sdkVersion + "\n)\n",
 		"provider.go":       "package acmecloud",
 		"provider_test.go":  `"acme-cloud://i-1"`,
 		"module/main.go":    `acmecloud "example.com/acme/ccm"`,

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {

@@ -5,8 +5,8 @@ import (
 	"io"
 	"sync"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/conformance"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 

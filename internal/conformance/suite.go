@@ -21,7 +21,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 

@@ -133,7 +133,7 @@ func command(tc Toolchain) (name string, args, env []string, err error) {
 }
 
 // cacheKey hashes the toolchain's identity and every Go source file of the
-// tree that the package can depend on: modules/ (the SDK module included)
+// tree that the package can depend on: abi/, modules/ (the SDK module included)
 // and the package itself. Hashing a little too much is cheap; a stale module is not.
 func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error) {
 	h := sha256.New()
@@ -143,7 +143,7 @@ func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error)
 	}
 	fmt.Fprintf(h, "%s\n%s\n%s\n", tc, version, pkgDir)
 	var files []string
-	for _, dir := range []string{filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
+	for _, dir := range []string{filepath.Join(root, "abi"), filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
 		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 			if err != nil {
 				return err

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // The Service annotations of the official CCM that this provider reads.

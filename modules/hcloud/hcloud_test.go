@@ -13,10 +13,10 @@ import (
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 )
 

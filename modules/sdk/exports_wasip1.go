@@ -5,7 +5,7 @@
 package sdk
 
 import (
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
 

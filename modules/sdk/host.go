@@ -1,6 +1,6 @@
 package sdk
 
-import "github.com/wasmccm/wasmccm/modules/sdk/abi"
+import "github.com/wasmccm/wasmccm/abi"
 
 // Host is what a provider may use of the world outside its module: HTTP to
 // the destinations the operator allowed, the credentials it was granted,

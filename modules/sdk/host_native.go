@@ -2,7 +2,7 @@
 
 package sdk
 
-import "github.com/wasmccm/wasmccm/modules/sdk/abi"
+import "github.com/wasmccm/wasmccm/abi"
 
 // Imports returns the Host backed by the wasmccm host functions. Outside a
 // module there are none: every call fails with ErrNoHost. Native callers

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 type recordingProvider struct {

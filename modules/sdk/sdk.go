@@ -33,7 +33,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"strings"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 

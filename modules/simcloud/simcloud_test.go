@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	sim "github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 )
 

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // Config is what an operator grants a module and the limits it runs under.

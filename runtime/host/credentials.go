@@ -10,7 +10,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // maxCredentialBytes bounds one credential value.

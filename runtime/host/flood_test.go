@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // seriesOf counts the series of a metric family that belong to module.

@@ -8,8 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 type roundTripFunc func(*http.Request) (*http.Response, error)

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // toolchains are the compilers every guest module is built with. TinyGo is

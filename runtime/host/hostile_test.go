@@ -10,9 +10,9 @@ import (
 
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 var (

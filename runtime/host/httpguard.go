@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // origin is a normalised scheme://host:port.

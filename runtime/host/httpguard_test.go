@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 func TestAllowedOrigins(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tetratelabs/wazero/api"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // maxResultBytes bounds a result the host will decode.

@@ -18,8 +18,8 @@ import (
 	"github.com/tetratelabs/wazero/experimental"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/wasmccm/wasmccm/abi"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // growModule's InstanceExists grows its memory to the cap, writing every

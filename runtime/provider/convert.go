@@ -3,7 +3,7 @@ package provider
 import (
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // The conversions copy only what the wire types carry; the controllers'

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )

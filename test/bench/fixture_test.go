@@ -19,9 +19,9 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	simprovider "github.com/wasmccm/wasmccm/modules/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/host"

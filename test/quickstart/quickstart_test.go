@@ -64,7 +64,7 @@ func TestQuickStart(t *testing.T) {
 		"WASMCCM_SRC="+root,
 		// hack/install-tinygo.sh's build targets Debian's wasi-libc.
 		"TINYGO="+filepath.Join(filepath.Dir(tinygo), "tinygo"), "TINYGO_TARGET=wasip1-debian",
-		// Nothing may come from the network: the SDK is all it needs.
+		// Nothing may come from the network: the ABI and the SDK are all it needs.
 		"GOPROXY=off", "GOFLAGS=", "GOWORK=off",
 	)
 	out, err := cmd.CombinedOutput()
@@ -86,7 +86,7 @@ func TestQuickStart(t *testing.T) {
 		t.Errorf("wasmccm test did not name the stubs:\n%s", report)
 	}
 
-	// A provider depends on the standard library and the SDK module alone.
+	// A provider depends on the standard library and the ABI and SDK modules alone.
 	list := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}} {{with .Module}}{{.Path}}{{end}}{{end}}", "./...")
 	list.Dir = dir
 	list.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm", "GOPROXY=off", "GOWORK=off")
@@ -96,13 +96,17 @@ func TestQuickStart(t *testing.T) {
 	}
 	for _, line := range strings.Split(strings.TrimSpace(string(deps)), "\n") {
 		pkg, mod, _ := strings.Cut(line, " ")
-		if mod != "mycloud" && mod != "github.com/wasmccm/wasmccm/modules/sdk" {
+		switch mod {
+		case "mycloud", "github.com/wasmccm/wasmccm/abi", "github.com/wasmccm/wasmccm/modules/sdk":
+		default:
 			t.Errorf("the provider depends on %s of module %q", pkg, mod)
 		}
 	}
 	gomod, _ := os.ReadFile(filepath.Join(dir, "go.mod"))
-	if !bytes.Contains(gomod, []byte("require github.com/wasmccm/wasmccm/modules/sdk v")) {
-		t.Errorf("go.mod does not require the SDK module:\n%s", gomod)
+	for _, mod := range []string{"github.com/wasmccm/wasmccm/abi v", "github.com/wasmccm/wasmccm/modules/sdk v"} {
+		if !bytes.Contains(gomod, []byte(mod)) {
+			t.Errorf("go.mod does not require %s:\n%s", strings.TrimSuffix(mod, " v"), gomod)
+		}
 	}
 	if sum, err := os.ReadFile(filepath.Join(dir, "go.sum")); err == nil && len(bytes.TrimSpace(sum)) > 0 {
 		t.Errorf("go.sum is not empty:\n%s", sum)

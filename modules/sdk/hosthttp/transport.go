@@ -11,8 +11,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // Transport sends requests through Host.

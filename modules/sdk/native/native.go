@@ -12,8 +12,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // Host implements sdk.Host with net/http and an in-memory credential map.

@@ -30,8 +30,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 )
 
 // Client reaches one API. Set its fields once, in the provider's Init.

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )

@@ -39,8 +39,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/host"

@@ -14,8 +14,8 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"

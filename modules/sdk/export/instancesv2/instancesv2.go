@@ -3,8 +3,8 @@
 package instancesv2
 
 import (
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
 

@@ -2,8 +2,8 @@
 package loadbalancer
 
 import (
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
 

@@ -5,7 +5,7 @@ package guest
 import (
 	"unsafe"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // Export adapts a method body to the method export signature. By contract

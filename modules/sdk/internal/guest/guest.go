@@ -9,7 +9,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // A call's input and output live in two buffers that grow to the largest

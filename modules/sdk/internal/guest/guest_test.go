@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // TestOutcomeOf checks the error-to-status mapping the ABI specifies,

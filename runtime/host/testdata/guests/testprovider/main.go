@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/clusters"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instances"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"

@@ -12,7 +12,7 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/wasmccm/wasmccm/modules/sdk/abi"
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // Kinds of work.

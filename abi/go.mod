@@ -1,0 +1,3 @@
+module github.com/wasmccm/wasmccm/abi
+
+go 1.24
