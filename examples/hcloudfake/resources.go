@@ -30,17 +30,27 @@ func (c *Cloud) listServers(r *http.Request) (int, any, *apiError) {
 }
 
 func (c *Cloud) getServer(r *http.Request) (int, any, *apiError) {
-	id, err := pathID(r)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, err := byPathID(r, c.servers, "server")
 	if err != nil {
 		return 0, nil, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.servers[id]
-	if s == nil {
-		return 0, nil, notFound("server")
-	}
 	return 200, schema.ServerGetResponse{Server: clone(s)}, nil
+}
+
+// byPathID returns the resource of the request's {id} in m, or the API's
+// not_found error naming what.
+func byPathID[T any](r *http.Request, m map[int64]*T, what string) (*T, *apiError) {
+	id, err := pathID(r)
+	if err != nil {
+		return nil, err
+	}
+	v := m[id]
+	if v == nil {
+		return nil, notFound(what)
+	}
+	return v, nil
 }
 
 func (c *Cloud) createServer(r *http.Request) (int, any, *apiError) {
@@ -96,23 +106,10 @@ func (c *Cloud) listLoadBalancers(r *http.Request) (int, any, *apiError) {
 	}{schema.LoadBalancerListResponse{LoadBalancers: list}, meta}, nil
 }
 
-// lbLocked returns the load balancer of the request's {id}.
-func (c *Cloud) lbLocked(r *http.Request) (*schema.LoadBalancer, *apiError) {
-	id, err := pathID(r)
-	if err != nil {
-		return nil, err
-	}
-	lb := c.loadBalancers[id]
-	if lb == nil {
-		return nil, notFound("load balancer")
-	}
-	return lb, nil
-}
-
 func (c *Cloud) getLoadBalancer(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lb, err := c.lbLocked(r)
+	lb, err := byPathID(r, c.loadBalancers, "load balancer")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -219,7 +216,7 @@ func (c *Cloud) updateLoadBalancer(r *http.Request) (int, any, *apiError) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lb, err := c.lbLocked(r)
+	lb, err := byPathID(r, c.loadBalancers, "load balancer")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -235,7 +232,7 @@ func (c *Cloud) updateLoadBalancer(r *http.Request) (int, any, *apiError) {
 func (c *Cloud) deleteLoadBalancer(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lb, err := c.lbLocked(r)
+	lb, err := byPathID(r, c.loadBalancers, "load balancer")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -322,7 +319,7 @@ func (c *Cloud) loadBalancerAction(r *http.Request) (int, any, *apiError) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	lb, err := c.lbLocked(r)
+	lb, err := byPathID(r, c.loadBalancers, "load balancer")
 	if err != nil {
 		return 0, nil, err
 	}
@@ -496,25 +493,17 @@ func (c *Cloud) createNetwork(r *http.Request) (int, any, *apiError) {
 }
 
 func (c *Cloud) getNetwork(r *http.Request) (int, any, *apiError) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.networks[id]
-	if n == nil {
-		return 0, nil, notFound("network")
+	n, err := byPathID(r, c.networks, "network")
+	if err != nil {
+		return 0, nil, err
 	}
 	return 200, schema.NetworkGetResponse{Network: clone(n)}, nil
 }
 
 // networkAction runs add_route and delete_route.
 func (c *Cloud) networkAction(r *http.Request) (int, any, *apiError) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
 	name := r.PathValue("action")
 	if name != "add_route" && name != "delete_route" {
 		return 0, nil, &apiError{404, "not_found", "no such endpoint: network action " + strconv.Quote(name)}
@@ -525,9 +514,9 @@ func (c *Cloud) networkAction(r *http.Request) (int, any, *apiError) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := c.networks[id]
-	if n == nil {
-		return 0, nil, notFound("network")
+	n, err := byPathID(r, c.networks, "network")
+	if err != nil {
+		return 0, nil, err
 	}
 	i := slices.IndexFunc(n.Routes, func(rt schema.NetworkRoute) bool { return rt.Destination == req.Destination })
 	if name == "add_route" {
@@ -556,15 +545,11 @@ func (c *Cloud) networkAction(r *http.Request) (int, any, *apiError) {
 // ---- actions ----
 
 func (c *Cloud) getAction(r *http.Request) (int, any, *apiError) {
-	id, err := pathID(r)
-	if err != nil {
-		return 0, nil, err
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	a := c.actions[id]
-	if a == nil {
-		return 0, nil, notFound("action")
+	a, err := byPathID(r, c.actions, "action")
+	if err != nil {
+		return 0, nil, err
 	}
 	return 200, schema.ActionGetResponse{Action: a.poll()}, nil
 }
