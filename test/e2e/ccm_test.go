@@ -162,24 +162,8 @@ func (e *env) testLoadBalancer(t *testing.T) {
 		got := slices.Sorted(slices.Values(lb.Targets))
 		return slices.Equal(got, want), fmt.Errorf("targets %v, nodes' instances %v", got, want)
 	}
-	eventually(t, 30*time.Second, "targets = nodes", targetsMatchNodes)
-
-	e.addInstanceAndNode("lb-c", "sim-1c", "10.244.5.0/24")
-	e.waitInitialized(t, "lb-c")
-	eventually(t, 60*time.Second, "targets follow a joining node", targetsMatchNodes)
-	if err := e.client.CoreV1().Nodes().Delete(ctx, "lb-c", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "targets follow a leaving node", targetsMatchNodes)
-
-	if err := e.client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "service and load balancer gone", func() (bool, error) {
-		_, err := e.client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-		_, exists := e.cloud.LoadBalancer(lbName)
-		return apierrors.IsNotFound(err) && !exists, err
-	})
+	e.checkTargetsFollowNodesThenDelete(t, "lb-c", func() { e.addInstanceAndNode("lb-c", "sim-1c", "10.244.5.0/24") },
+		targetsMatchNodes, func() bool { _, ok := e.cloud.LoadBalancer(lbName); return ok })
 	if got := e.cloud.Counters().LoadBalancersCreated - created; got != 1 {
 		t.Fatalf("%d load balancers created for one Service", got)
 	}
@@ -223,5 +207,30 @@ func (e *env) testRoutes(t *testing.T) {
 	eventually(t, 60*time.Second, "route removed with the node", func() (bool, error) {
 		_, ok := routeTo("10.244.6.0/24")
 		return !ok, nil
+	})
+}
+
+// checkTargetsFollowNodesThenDelete checks that the load balancer of the
+// Service default/web targets the cluster's Nodes while a Node (made by
+// join, named joiner) joins and leaves, then deletes the Service and waits
+// for its load balancer to be gone.
+func (e *env) checkTargetsFollowNodesThenDelete(t *testing.T, joiner string, join func(), targetsMatchNodes func() (bool, error), lbExists func() bool) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "targets = nodes", targetsMatchNodes)
+	join()
+	e.waitInitialized(t, joiner)
+	eventually(t, 60*time.Second, "targets follow a joining node", targetsMatchNodes)
+	if err := e.client.CoreV1().Nodes().Delete(ctx, joiner, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "targets follow a leaving node", targetsMatchNodes)
+
+	if err := e.client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "service and load balancer gone", func() (bool, error) {
+		_, err := e.client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && !lbExists(), err
 	})
 }

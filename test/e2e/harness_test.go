@@ -313,6 +313,15 @@ func (e *env) addInstanceAndNode(name, zone, podCIDR string) simcloud.Instance {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	e.registerNode(name, podCIDR)
+	return inst
+}
+
+// registerNode creates the Node a kubelet with --cloud-provider=external
+// registers: tainted uninitialized, without provider ID, with a pod CIDR;
+// then marks it Ready.
+func (e *env) registerNode(name, podCIDR string) {
+	e.t.Helper()
 	node := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       v1.NodeSpec{Taints: []v1.Taint{uninitializedTaint}, PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
@@ -321,7 +330,6 @@ func (e *env) addInstanceAndNode(name, zone, podCIDR string) simcloud.Instance {
 		e.t.Fatal(err)
 	}
 	e.setReady(name, v1.ConditionTrue)
-	return inst
 }
 
 // setReady writes the Ready condition a kubelet would report.

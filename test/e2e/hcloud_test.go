@@ -68,14 +68,7 @@ func (e *hcloudEnv) addServerAndNode(name, location, podCIDR string) schema.Serv
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       v1.NodeSpec{Taints: []v1.Taint{uninitializedTaint}, PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
-	}
-	if _, err := e.client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
-		e.t.Fatal(err)
-	}
-	e.setReady(name, v1.ConditionTrue)
+	e.registerNode(name, podCIDR)
 	return s
 }
 
@@ -233,23 +226,8 @@ func (e *hcloudEnv) testLoadBalancer(t *testing.T) {
 		want := e.nodeServerIDs()
 		return slices.Equal(got, want), fmt.Errorf("targets %v, nodes' servers %v", got, want)
 	}
-	eventually(t, 30*time.Second, "targets = nodes", targetsMatchNodes)
-	e.addServerAndNode("hc-lb-c", "hel1", "10.244.5.0/24")
-	e.waitInitialized(t, "hc-lb-c")
-	eventually(t, 60*time.Second, "targets follow a joining node", targetsMatchNodes)
-	if err := e.client.CoreV1().Nodes().Delete(ctx, "hc-lb-c", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "targets follow a leaving node", targetsMatchNodes)
-
-	if err := e.client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 60*time.Second, "service and load balancer gone", func() (bool, error) {
-		_, err := e.client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-		_, exists := e.loadBalancer(string(svc.UID))
-		return apierrors.IsNotFound(err) && !exists, err
-	})
+	e.checkTargetsFollowNodesThenDelete(t, "hc-lb-c", func() { e.addServerAndNode("hc-lb-c", "hel1", "10.244.5.0/24") },
+		targetsMatchNodes, func() bool { _, ok := e.loadBalancer(string(svc.UID)); return ok })
 	if n := e.fake.Requests()["POST /v1/load_balancers"]; n != 1 {
 		t.Fatalf("%d load balancers created for one Service", n)
 	}
