@@ -133,9 +133,21 @@ providerConfig: %s
 	configPath := filepath.Join(e.dir, "cloud-config.yaml")
 	os.WriteFile(configPath, []byte(config), 0o644)
 
-	flags := append([]string{
+	flags := append(controllerFlags(kubeconfig,
 		"--cloud-provider=wasm",
-		"--cloud-config=" + configPath,
+		"--cloud-config="+configPath,
+		"--node-status-update-frequency=5s",
+		"--concurrent-service-syncs=2",
+	), extraFlags...)
+	e.ccm = startCCM(t, e.dir, "ccm", flags)
+	return e
+}
+
+// controllerFlags are the flags of every CCM the suites start, ours or
+// another, followed by its own: short periods, no leader election, routes
+// on, served on loopback.
+func controllerFlags(kubeconfig string, own ...string) []string {
+	return append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -147,13 +159,9 @@ providerConfig: %s
 		"--cluster-cidr=" + clusterCIDR,
 		"--route-reconciliation-period=2s",
 		"--node-monitor-period=1s",
-		"--node-status-update-frequency=5s",
-		"--concurrent-service-syncs=2",
 		"--bind-address=127.0.0.1",
 		"--v=2",
-	}, extraFlags...)
-	e.ccm = startCCM(t, e.dir, "ccm", flags)
-	return e
+	}, own...)
 }
 
 // mountModule builds the module at pkgDir and lays it out gzipped as the

@@ -241,23 +241,10 @@ func startOfficial(t *testing.T, binary, cloudURL string) *env {
 	} {
 		t.Setenv(k, v)
 	}
-	ccm := startCCMBinary(t, binary, e.dir, "official-ccm", []string{
+	ccm := startCCMBinary(t, binary, e.dir, "official-ccm", controllerFlags(kubeconfig,
 		"--cloud-provider=hcloud",
 		"--allow-untagged-cloud=true",
-		"--kubeconfig=" + kubeconfig,
-		"--authentication-kubeconfig=" + kubeconfig,
-		"--authorization-kubeconfig=" + kubeconfig,
-		"--cluster-name=e2e",
-		"--leader-elect=false",
-		"--use-service-account-credentials=false",
-		"--configure-cloud-routes=true",
-		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + clusterCIDR,
-		"--route-reconciliation-period=2s",
-		"--node-monitor-period=1s",
-		"--bind-address=127.0.0.1",
-		"--v=2",
-	})
+	))
 	e.ccm = ccm
 	return e
 }
