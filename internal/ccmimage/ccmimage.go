@@ -92,7 +92,7 @@ func Build(opts Options) (v1.ImageIndex, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range opts.Platforms {
 		bin := filepath.Join(work, p.OS+"-"+p.Architecture, path.Base(BinaryPath))
-		if err := compile(opts.RepoRoot, p, bin); err != nil {
+		if err := Compile(opts.RepoRoot, Package, p, bin); err != nil {
 			return nil, err
 		}
 		binary, err := os.ReadFile(bin)
@@ -115,11 +115,12 @@ func Build(opts Options) (v1.ImageIndex, error) {
 	return idx, nil
 }
 
-// compile builds a static binary: CGO_ENABLED=0 needs no libc in the image,
-// -trimpath keeps build paths out of it so it does not depend on where the
-// repository is checked out.
-func compile(repoRoot string, p v1.Platform, out string) error {
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, Package)
+// Compile builds the main package pkg of the module at repoRoot into a
+// static binary for p: CGO_ENABLED=0 needs no libc in the image, -trimpath
+// keeps build paths out of it so it does not depend on where the repository
+// is checked out.
+func Compile(repoRoot, pkg string, p v1.Platform, out string) error {
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture)
 	if o, err := cmd.CombinedOutput(); err != nil {
@@ -137,6 +138,17 @@ type File struct {
 // Image returns a single-layer image of files for platform p, with the
 // manager as entrypoint.
 func Image(p v1.Platform, files map[string]File) (v1.Image, error) {
+	return SingleLayer(p, files, v1.Config{
+		User:       User,
+		Entrypoint: []string{"/" + BinaryPath},
+		WorkingDir: "/",
+	})
+}
+
+// SingleLayer returns an image of one layer holding files, for platform p,
+// running as config says. Other images built for the tests (the pause
+// image of a test node) share it, and so its reproducibility.
+func SingleLayer(p v1.Platform, files map[string]File, config v1.Config) (v1.Image, error) {
 	layerTar, err := tarLayer(files)
 	if err != nil {
 		return nil, err
@@ -160,11 +172,7 @@ func Image(p v1.Platform, files map[string]File) (v1.Image, error) {
 	cfg = cfg.DeepCopy()
 	cfg.OS, cfg.Architecture, cfg.Variant = p.OS, p.Architecture, p.Variant
 	cfg.Created = v1.Time{Time: Epoch}
-	cfg.Config = v1.Config{
-		User:       User,
-		Entrypoint: []string{"/" + BinaryPath},
-		WorkingDir: "/",
-	}
+	cfg.Config = config
 	return mutate.ConfigFile(img, cfg)
 }
 

@@ -32,6 +32,8 @@ type Options struct {
 	// BinDir holds the kube-apiserver and etcd binaries. Empty means
 	// DefaultBinDir().
 	BinDir string
+	// Nodes, when set, adds real Nodes (see NodeOptions).
+	Nodes *NodeOptions
 }
 
 // Cluster is a running etcd and kube-apiserver.
@@ -40,11 +42,17 @@ type Cluster struct {
 	// shared: use rest.CopyConfig before changing it.
 	Config *rest.Config
 
+	opts      Options
 	dir       string
 	etcd      *process
 	apiserver *process
 	stopOnce  sync.Once
 	stopErr   error
+
+	// With Options.Nodes only.
+	controllerManager *process
+	scheduler         *process
+	nodes             []*node
 }
 
 // DefaultBinDir returns $WASMCCM_E2E_BIN if set, else the directory where
@@ -53,12 +61,16 @@ func DefaultBinDir() string {
 	if dir := os.Getenv("WASMCCM_E2E_BIN"); dir != "" {
 		return dir
 	}
-	cache := os.Getenv("WASMCCM_CACHE")
-	if cache == "" {
-		home, _ := os.UserHomeDir()
-		cache = filepath.Join(home, ".cache", "wasmccm")
+	return filepath.Join(cacheRoot(), "k8s", KubeVersion, "bin")
+}
+
+// cacheRoot is where the hack/install-*.sh scripts cache what they build.
+func cacheRoot() string {
+	if cache := os.Getenv("WASMCCM_CACHE"); cache != "" {
+		return cache
 	}
-	return filepath.Join(cache, "k8s", KubeVersion, "bin")
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".cache", "wasmccm")
 }
 
 // CheckBinaries reports, with the command that fixes it, whether binDir
@@ -86,11 +98,21 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := CheckBinaries(binDir); err != nil {
 		return nil, err
 	}
+	if opts.Nodes != nil {
+		nodes := *opts.Nodes
+		if nodes.BinDir == "" {
+			nodes.BinDir = DefaultNodeBinDir()
+		}
+		if err := CheckNodeBinaries(nodes.BinDir); err != nil {
+			return nil, err
+		}
+		opts.Nodes = &nodes
+	}
 	dir, err := os.MkdirTemp("", "wasmccm-e2e-cluster-")
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir}
+	c := &Cluster{opts: opts, dir: dir}
 	if err := c.start(ctx, binDir); err != nil {
 		return nil, errors.Join(err, c.Stop())
 	}
@@ -113,7 +135,7 @@ func (c *Cluster) start(ctx context.Context, binDir string) error {
 	if err := waitHealthy(ctx, c.etcd, etcdURL+"/health"); err != nil {
 		return fmt.Errorf("etcd did not become healthy: %w", err)
 	}
-	files, err := writeAPIServerFiles(c.dir)
+	files, err := writeAPIServerFiles(c.dir, c.nodeNames())
 	if err != nil {
 		return err
 	}
@@ -126,33 +148,51 @@ func (c *Cluster) start(ctx context.Context, binDir string) error {
 	if err != nil {
 		return fmt.Errorf("kube-apiserver did not become ready: %w", err)
 	}
+	if c.opts.Nodes != nil {
+		return c.startNodes(ctx, files)
+	}
 	return nil
+}
+
+// nodeNames returns the names of the Nodes to start, if any.
+func (c *Cluster) nodeNames() []string {
+	if c.opts.Nodes == nil {
+		return nil
+	}
+	return c.opts.Nodes.Names
 }
 
 // WriteKubeconfig writes a kubeconfig for the admin identity of Config to
 // path, for processes such as the cloud controller manager binary.
 func (c *Cluster) WriteKubeconfig(path string) error {
+	return c.writeKubeconfig(path, c.Config.BearerToken)
+}
+
+// writeKubeconfig writes a kubeconfig authenticating with token.
+func (c *Cluster) writeKubeconfig(path, token string) error {
 	const name = "wasmccm-e2e"
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[name] = &clientcmdapi.Cluster{
 		Server:                   c.Config.Host,
 		CertificateAuthorityData: c.Config.CAData,
 	}
-	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: c.Config.BearerToken}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts[name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
 	cfg.CurrentContext = name
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
-// Stop stops the API server before etcd, so that the API server does not
-// spend its shutdown retrying a vanished etcd, and then removes the
-// temporary directory. It is safe to call more than once.
+// Stop stops the Nodes, if any, then the API server before etcd, so that
+// the API server does not spend its shutdown retrying a vanished etcd, and
+// then removes the temporary directory unless something is still mounted
+// in it. It is safe to call more than once.
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		c.stopErr = errors.Join(
+			c.stopNodes(),
 			c.apiserver.stop(),
 			c.etcd.stop(),
-			os.RemoveAll(c.dir),
+			removeUnmounted(c.dir),
 		)
 	})
 	return c.stopErr

@@ -5,12 +5,15 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 )
 
 // adminUser is the identity of Cluster.Config. Membership in system:masters
@@ -24,10 +27,12 @@ const serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 // apiServerFiles are the credentials generated for one kube-apiserver.
 type apiServerFiles struct {
 	adminToken string
-	tokenFile  string // --token-auth-file
-	saKey      string // service-account signing key, PEM
-	saPub      string // its public key, PEM
-	certDir    string // where kube-apiserver writes its self-signed cert
+	tokenFile  string            // --token-auth-file
+	saKey      string            // service-account signing key, PEM
+	saPub      string            // its public key, PEM
+	clientCA   string            // --client-ca-file, PEM
+	certDir    string            // where kube-apiserver writes its self-signed cert
+	nodeTokens map[string]string // by Node name, for the kubelets
 }
 
 // freePorts reserves n distinct loopback ports. They are released before
@@ -77,7 +82,15 @@ func startAPIServer(binDir, dir string, port int, etcdURL string, files apiServe
 		"--secure-port=" + strconv.Itoa(port),
 		"--cert-dir=" + files.certDir,
 		"--token-auth-file=" + files.tokenFile,
-		"--authorization-mode=RBAC",
+		// No client presents a certificate, but with a client CA the API
+		// server publishes kube-system/extension-apiserver-authentication,
+		// which components with delegated authentication (the cloud
+		// controller manager's secure port) read, as in a real cluster.
+		"--client-ca-file=" + files.clientCA,
+		// The Node authorizer gives each kubelet (user system:node:<name>)
+		// what its own Node and Pods need, as in a real cluster; other
+		// identities are not affected by it.
+		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=" + serviceAccountIssuer,
 		"--service-account-key-file=" + files.saPub,
 		"--service-account-signing-key-file=" + files.saKey,
@@ -89,23 +102,59 @@ func startAPIServer(binDir, dir string, port int, etcdURL string, files apiServe
 	})
 }
 
-// writeAPIServerFiles generates the admin token and the service-account key
-// pair in dir. The serving certificate is left to kube-apiserver, which
-// creates a self-signed one in certDir when given none.
-func writeAPIServerFiles(dir string) (apiServerFiles, error) {
+// writeAPIServerFiles generates the admin token, a token for the kubelet of
+// each of nodes and the service-account key pair in dir. The serving
+// certificate is left to kube-apiserver, which creates a self-signed one in
+// certDir when given none.
+func writeAPIServerFiles(dir string, nodes []string) (apiServerFiles, error) {
 	f := apiServerFiles{
-		tokenFile: filepath.Join(dir, "tokens.csv"),
-		saKey:     filepath.Join(dir, "sa.key"),
-		saPub:     filepath.Join(dir, "sa.pub"),
-		certDir:   filepath.Join(dir, "certs"),
+		tokenFile:  filepath.Join(dir, "tokens.csv"),
+		saKey:      filepath.Join(dir, "sa.key"),
+		saPub:      filepath.Join(dir, "sa.pub"),
+		clientCA:   filepath.Join(dir, "client-ca.crt"),
+		certDir:    filepath.Join(dir, "certs"),
+		nodeTokens: map[string]string{},
 	}
 	f.adminToken = rand.Text()
 	// Format: token,user,uid,"group1,group2".
-	line := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", f.adminToken, adminUser, adminUser)
-	if err := os.WriteFile(f.tokenFile, []byte(line), 0o600); err != nil {
+	lines := fmt.Sprintf("%s,%s,%s,\"system:masters\"\n", f.adminToken, adminUser, adminUser)
+	for _, node := range nodes {
+		// The identity the Node authorizer recognizes as that Node's kubelet.
+		token, user := rand.Text(), "system:node:"+node
+		f.nodeTokens[node] = token
+		lines += fmt.Sprintf("%s,%s,%s,\"system:nodes\"\n", token, user, user)
+	}
+	if err := os.WriteFile(f.tokenFile, []byte(lines), 0o600); err != nil {
+		return f, err
+	}
+	if err := writeSelfSignedCA(f.clientCA); err != nil {
 		return f, err
 	}
 	return f, writeKeyPair(f.saKey, f.saPub)
+}
+
+// writeSelfSignedCA writes the certificate of a fresh CA whose key is
+// thrown away: it signs nothing.
+func writeSelfSignedCA(path string) error {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	template := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "wasmccm-e2e-client-ca"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "CERTIFICATE", der)
 }
 
 // writeKeyPair writes a fresh ECDSA P-256 key pair as PEM files.

@@ -48,7 +48,6 @@ func testOnCluster(t *testing.T, src source) {
 	adminCfg := fastClient(c.Config)
 	admin := kubernetes.NewForConfigOrDie(adminCfg)
 	waitForBootstrap(t, ctx, admin)
-	ensureAuthenticationConfigMap(ctx, t, admin, c.Config.CAData)
 
 	t.Run("server-side dry run", func(t *testing.T) {
 		for _, m := range all {
@@ -134,6 +133,12 @@ func waitForBootstrap(t testing.TB, ctx context.Context, admin kubernetes.Interf
 			_, err := admin.CoreV1().Namespaces().Get(ctx, metav1.NamespaceDefault, metav1.GetOptions{})
 			return err
 		},
+		// Published by kube-apiserver (it has a client CA); the CCM's
+		// delegated authentication reads it.
+		"ConfigMap extension-apiserver-authentication": func(ctx context.Context) error {
+			_, err := admin.CoreV1().ConfigMaps(systemNamespace).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+			return err
+		},
 		"Role extension-apiserver-authentication-reader": func(ctx context.Context) error {
 			_, err := admin.RbacV1().Roles(systemNamespace).Get(ctx, "extension-apiserver-authentication-reader", metav1.GetOptions{})
 			return err
@@ -156,23 +161,6 @@ func waitForBootstrap(t testing.TB, ctx context.Context, admin kubernetes.Interf
 		if err != nil {
 			t.Fatalf("%s never appeared: %v", name, last)
 		}
-	}
-}
-
-// ensureAuthenticationConfigMap creates the ConfigMap
-// kube-system/extension-apiserver-authentication, which kube-apiserver
-// publishes only when it has a client CA or request-header settings: the
-// test API server authenticates by token alone. The CCM reads it through
-// the extension-apiserver-authentication-reader Role.
-func ensureAuthenticationConfigMap(ctx context.Context, t testing.TB, admin kubernetes.Interface, ca []byte) {
-	t.Helper()
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: "extension-apiserver-authentication", Namespace: systemNamespace},
-		Data:       map[string]string{"client-ca-file": string(ca)},
-	}
-	_, err := admin.CoreV1().ConfigMaps(systemNamespace).Create(ctx, cm, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
 	}
 }
 

@@ -130,67 +130,30 @@ func TestImage(t *testing.T) {
 	t.Run("containerd", func(t *testing.T) { testContainerd(t, filepath.Join(dir, "layout"), ref) })
 }
 
-// testContainerd imports the layout into a containerd of its own (root,
-// state and socket in a temporary directory, so the host's containerd, if
-// any, is untouched) and runs the entrypoint with runc, as a node would.
-// It needs root and containerd, ctr and runc (hack/install-node-deps.sh,
-// which `make test` runs): missing tools skip it, unless WASMCCM_E2E is set,
-// as in CI, where they are a failure.
+// testContainerd imports the layout into a containerd of its own (package
+// cluster: the host's containerd, if any, is untouched) and runs the
+// entrypoint with runc, as a node would. It needs root and containerd,
+// ctr and runc (hack/install-node-deps.sh, which `make test` runs): without
+// them it is skipped, unless WASMCCM_E2E is set, as in CI, where that is a
+// failure.
 func testContainerd(t *testing.T, layoutDir, ref string) {
-	if os.Geteuid() != 0 {
-		t.Skip("containerd needs root")
-	}
-	for _, tool := range []string{"containerd", "ctr", "runc"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("WASMCCM_E2E") != "" {
-				t.Fatalf("%s not installed (hack/install-node-deps.sh installs it): %v", tool, err)
-			}
-			t.Skipf("%s not installed (hack/install-node-deps.sh installs it): %v", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	archive := filepath.Join(dir, "image.tar")
-	if out, err := exec.Command("tar", "-C", layoutDir, "-cf", archive, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v\n%s", err, out)
-	}
-	socket := filepath.Join(dir, "containerd.sock")
-	writeFile(t, filepath.Join(dir, "config.toml"), fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), socket))
-	var logs bytes.Buffer
-	daemon := exec.Command("containerd", "--config", filepath.Join(dir, "config.toml"))
-	daemon.Stdout, daemon.Stderr = &logs, &logs
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Registered before anything runs in it: stop containerd and wait for
-	// it, whether the test passes or not. `ctr run --rm` below removes each
-	// container, its task and its rootfs mount before it returns.
-	t.Cleanup(func() {
-		daemon.Process.Signal(os.Interrupt)
-		daemon.Wait()
-	})
+	ctx := context.Background()
+	c := cluster.StartContainerdForTest(t, cluster.ContainerdOptions{})
+	const namespace = "image-test"
 	ctr := func(args ...string) string {
 		t.Helper()
-		out, err := exec.Command("ctr", append([]string{"--address", socket, "--namespace", "image-test"}, args...)...).CombinedOutput()
+		out, err := c.Ctr(ctx, namespace, args...)
 		if err != nil {
-			t.Fatalf("ctr %v: %v\n%s\ncontainerd:\n%s", args, err, out, tail(logs.String(), 20))
+			t.Fatalf("%v\ncontainerd:\n%s", err, c.LogTail())
 		}
-		return string(out)
+		return out
 	}
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		_, err := os.Stat(socket)
-		return err == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("containerd did not listen on %s\n%s", socket, tail(logs.String(), 20))
+	if err := c.ImportLayout(ctx, namespace, layoutDir); err != nil {
+		t.Fatal(err)
 	}
-	ctr("images", "import", "--all-platforms", archive)
 	// ctr replaces the image's entrypoint with the arguments after the
-	// container ID, so the entrypoint is named again.
+	// container ID, so the entrypoint is named again. --rm removes the
+	// container, its task and its rootfs mount before ctr returns.
 	out := ctr("run", "--rm", ref, "version", "/"+ccmimage.BinaryPath, "--version")
 	if !strings.HasPrefix(out, "Kubernetes v") {
 		t.Errorf("--version in containerd printed %q", out)

@@ -1,0 +1,268 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// containerdTools are the programs a Containerd runs: the daemon, its
+// client, the runc shim and runc itself (hack/install-node-deps.sh installs
+// them from Debian).
+var containerdTools = []string{"containerd", "ctr", "containerd-shim-runc-v2", "runc"}
+
+// CheckContainerd reports, with the command that fixes it, why
+// StartContainerd cannot run here.
+func CheckContainerd() error {
+	if os.Geteuid() != 0 {
+		return errors.New("containerd needs root")
+	}
+	for _, tool := range containerdTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not installed (hack/install-node-deps.sh installs it): %w", tool, err)
+		}
+	}
+	return nil
+}
+
+// ContainerdOptions configures StartContainerd.
+type ContainerdOptions struct {
+	// SandboxImage is the CRI plugin's sandbox ("pause") image. It must be
+	// imported into the k8s.io namespace before the first Pod starts.
+	// Empty keeps containerd's default, which would be pulled.
+	SandboxImage string
+}
+
+// Containerd is a containerd daemon of its own: configuration, root, state
+// and socket all lie in one directory, so the host's containerd, if any,
+// is untouched, and everything this one leaves (tasks, shims, mounts) can be
+// found and removed by Stop.
+type Containerd struct {
+	// Socket is the address of its API, for ctr and for the kubelet's
+	// container runtime endpoint.
+	Socket string
+
+	dir          string
+	sandboxImage string
+	proc         *process
+}
+
+// StartContainerd starts containerd in dir, which must exist, and returns
+// once its API answers. The settings it writes are those this kind of
+// machine needs; each is explained where it is set.
+func StartContainerd(ctx context.Context, dir string, opts ContainerdOptions) (*Containerd, error) {
+	if err := CheckContainerd(); err != nil {
+		return nil, err
+	}
+	c := &Containerd{Socket: filepath.Join(dir, "containerd.sock"), dir: dir, sandboxImage: opts.SandboxImage}
+	config := filepath.Join(dir, "containerd.toml")
+	if err := os.WriteFile(config, []byte(c.config(opts)), 0o644); err != nil {
+		return nil, err
+	}
+	var err error
+	c.proc, err = startProcess("containerd", "containerd", dir, []string{"--config", config})
+	if err != nil {
+		return nil, err
+	}
+	err = poll(ctx, c.proc, func(ctx context.Context) error {
+		_, err := c.Ctr(ctx, "default", "version")
+		return err
+	})
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("containerd did not answer: %w", err), c.Stop())
+	}
+	return c, nil
+}
+
+// config is containerd's configuration (version 2, containerd 1.6 and 1.7).
+func (c *Containerd) config(opts ContainerdOptions) string {
+	var cri strings.Builder
+	if opts.SandboxImage != "" {
+		fmt.Fprintf(&cri, "  sandbox_image = %q\n", opts.SandboxImage)
+	}
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[ttrpc]
+  address = %q
+# No metrics or debug listener: nothing reads them, and a fixed port would
+# collide with another containerd.
+[metrics]
+  address = ""
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+[plugins."io.containerd.grpc.v1.cri"]
+%s  # Root may lack CAP_SYS_RESOURCE (it does on some VMs), and then runc
+  # fails to lower a container's oom_score_adj below its own ("can't get
+  # final child's PID from pipe"). With this, containers never get a lower
+  # score than containerd: correct for tests, and harmless elsewhere.
+  restrict_oom_score_adj = true
+  # The streaming server (exec, attach, port-forward) on an ephemeral
+  # loopback port, never a fixed one.
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    # No CNI: Pods of a test node use the host network. Empty directories
+    # of its own keep the host's CNI configuration, if any, out.
+    bin_dir = %q
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        # cgroupfs, as the kubelet is configured: no systemd runs here.
+        SystemdCgroup = false
+`, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc",
+		filepath.Join(c.dir, "opt"), cri.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"))
+}
+
+// ctrTimeout bounds one ctr command.
+const ctrTimeout = time.Minute
+
+// Ctr runs ctr against this containerd in namespace and returns its
+// combined output; an error quotes it.
+func (c *Containerd) Ctr(ctx context.Context, namespace string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, ctrTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Socket, "--namespace", namespace}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// ImportLayout imports the OCI image layout at layoutDir into namespace
+// with all its platforms, as `ctr images import --all-platforms` of its tar
+// archive: the image is then known under the name the layout records.
+func (c *Containerd) ImportLayout(ctx context.Context, namespace, layoutDir string) error {
+	archive, err := os.CreateTemp(c.dir, "image-*.tar")
+	if err != nil {
+		return err
+	}
+	archive.Close()
+	defer os.Remove(archive.Name())
+	if out, err := exec.CommandContext(ctx, "tar", "-C", layoutDir, "-cf", archive.Name(), ".").CombinedOutput(); err != nil {
+		return fmt.Errorf("tar %s: %w\n%s", layoutDir, err, out)
+	}
+	_, err = c.Ctr(ctx, namespace, "images", "import", "--all-platforms", archive.Name())
+	return err
+}
+
+// LogTail returns the end of containerd's log, for error messages.
+func (c *Containerd) LogTail() string { return c.proc.logTail() }
+
+// Stop removes every task and container in every namespace, stops
+// containerd and then removes what outlives it by design: shims (each
+// runs detached, naming this containerd's socket on its command line) and
+// mounts under the directory (container root filesystems, sandbox /dev/shm).
+// It is safe on a partly started Containerd and returns every failure.
+func (c *Containerd) Stop() error {
+	var errs []error
+	if c.proc != nil && c.proc.exited() == nil {
+		errs = append(errs, c.removeContainers())
+	}
+	errs = append(errs, c.proc.stop(), killReferencing(c.Socket), unmountUnder(c.dir))
+	return errors.Join(errs...)
+}
+
+// removeContainers kills every task, waits until they have stopped, and
+// deletes them and their containers with their snapshots, in every
+// namespace. Tasks of Pod sandboxes are deleted last: a Pod's containers
+// share the sandbox's shim, which exits with the sandbox's task.
+func (c *Containerd) removeContainers() error {
+	ctx := context.Background()
+	out, err := c.Ctr(ctx, "default", "namespaces", "list", "--quiet")
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, ns := range strings.Fields(out) {
+		errs = append(errs, c.removeContainersIn(ctx, ns))
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Containerd) removeContainersIn(ctx context.Context, ns string) error {
+	// CONTAINER IMAGE RUNTIME
+	list, err := c.Ctr(ctx, ns, "containers", "list")
+	if err != nil {
+		return err
+	}
+	var ids, sandboxes []string
+	for _, line := range strings.Split(list, "\n")[1:] {
+		fields := strings.Fields(line)
+		if len(fields) < 2 {
+			continue
+		}
+		if fields[1] == c.sandboxImage {
+			sandboxes = append(sandboxes, fields[0])
+		} else {
+			ids = append(ids, fields[0])
+		}
+	}
+	ids = append(ids, sandboxes...)
+	var errs []error
+	for _, id := range ids {
+		// Fails for a container without a task, which is fine.
+		_, _ = c.Ctr(ctx, ns, "tasks", "kill", "--all", "--signal", "SIGKILL", id)
+	}
+	for _, id := range ids {
+		if err := c.waitStopped(ctx, ns, id); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, id := range ids {
+		if c.hasTask(ctx, ns, id) {
+			_, err := c.Ctr(ctx, ns, "tasks", "delete", id)
+			errs = append(errs, err)
+		}
+		_, err := c.Ctr(ctx, ns, "containers", "delete", id)
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// taskStatus returns the status of the task of container id ("RUNNING",
+// "STOPPED"...), or "" when it has none.
+func (c *Containerd) taskStatus(ctx context.Context, ns, id string) string {
+	// TASK PID STATUS
+	out, err := c.Ctr(ctx, ns, "tasks", "list")
+	if err != nil {
+		return ""
+	}
+	for _, line := range strings.Split(out, "\n")[1:] {
+		if fields := strings.Fields(line); len(fields) == 3 && fields[0] == id {
+			return fields[2]
+		}
+	}
+	return ""
+}
+
+func (c *Containerd) hasTask(ctx context.Context, ns, id string) bool {
+	return c.taskStatus(ctx, ns, id) != ""
+}
+
+// waitStopped waits until the task of container id, if any, has stopped.
+func (c *Containerd) waitStopped(ctx context.Context, ns, id string) error {
+	deadline := time.Now().Add(stopGrace)
+	for {
+		switch status := c.taskStatus(ctx, ns, id); status {
+		case "", "STOPPED":
+			return nil
+		default:
+			if time.Now().After(deadline) {
+				return fmt.Errorf("task %s/%s still %s after SIGKILL", ns, id, status)
+			}
+		}
+		time.Sleep(pollInterval)
+	}
+}

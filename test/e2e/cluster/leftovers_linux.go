@@ -1,0 +1,183 @@
+package cluster
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// containerLogLinks is where a kubelet links each container's log, whatever
+// its configuration says.
+const containerLogLinks = "/var/log/containers"
+
+// removeLinksInto removes the symbolic links in dir that point below
+// target: a kubelet removes its links only for the containers it removes
+// itself.
+func removeLinksInto(dir, target string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		path := filepath.Join(dir, e.Name())
+		if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, target+"/") {
+			errs = append(errs, os.Remove(path))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// killReferencing kills every process whose command line contains s, a
+// path unique to one test directory, and waits until they are gone. It is
+// how the detached containerd shims of a test containerd are found.
+func killReferencing(s string) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
+			continue
+		}
+		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	deadline := time.Now().Add(stopGrace)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("process %d (referencing %s) survived SIGKILL", pid, s)
+			}
+			time.Sleep(pollInterval)
+		}
+	}
+	return nil
+}
+
+// unmountUnder unmounts every mount point below dir, deepest first. Lazy
+// unmounts (MNT_DETACH) cannot fail on a busy mount, which a process killed
+// a moment ago may still hold.
+func unmountUnder(dir string) error {
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range points {
+		if err := syscall.Unmount(p, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists the mount points below dir, deepest first.
+func mountsUnder(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var points []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		// "36 35 98:0 /mnt1 /mnt/parent rw ...": the fifth field is the
+		// mount point, with blanks and backslashes escaped in octal.
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		p := unescapeMountPath(fields[4])
+		if strings.HasPrefix(p, dir+"/") {
+			points = append(points, p)
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(points, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
+	return slices.Compact(points), nil
+}
+
+// unescapeMountPath undoes mountinfo's octal escapes (\040 for a blank).
+func unescapeMountPath(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeUnmounted removes dir unless something is still mounted below it:
+// removing through a mount would delete what it shows, which for a bind
+// mount are files of the host.
+func removeUnmounted(dir string) error {
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	if len(points) > 0 {
+		return fmt.Errorf("%s not removed: still mounted below it: %s", dir, strings.Join(points, ", "))
+	}
+	return os.RemoveAll(dir)
+}
+
+// leftovers reports processes whose command line or root directory lies
+// in dir, and mounts below it.
+func leftovers(dir string) error {
+	var errs []error
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		root, _ := os.Readlink(filepath.Join("/proc", e.Name(), "root"))
+		if bytes.Contains(cmdline, []byte(dir)) || strings.HasPrefix(root, dir+"/") {
+			errs = append(errs, fmt.Errorf("process %d still runs: %s (root %s)", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), root))
+		}
+	}
+	points, err := mountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for _, p := range points {
+		errs = append(errs, fmt.Errorf("%s is still mounted", p))
+	}
+	return errors.Join(errs...)
+}

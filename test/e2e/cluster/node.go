@@ -1,0 +1,291 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/wasmccm/wasmccm/internal/ccmimage"
+	"github.com/wasmccm/wasmccm/internal/pauseimage"
+)
+
+// NodeOptions turns the cluster into one with real Nodes on this machine:
+// kube-controller-manager and kube-scheduler next to the API server, and per
+// Node a containerd of its own and a kubelet with --cloud-provider=external,
+// which registers its Node tainted as uninitialized, waiting for a cloud
+// controller manager. No CNI runs: Nodes stay NotReady, and only Pods on the
+// host network that tolerate that can run.
+type NodeOptions struct {
+	// BinDir holds kubelet, kube-controller-manager and kube-scheduler.
+	// Empty means DefaultNodeBinDir().
+	BinDir string
+	// RepoRoot is the module root the pause image is built from.
+	RepoRoot string
+	// Names are the Nodes, one kubelet (and one containerd) each. Each
+	// kubelet needs a containerd of its own: a kubelet removes the
+	// containers of Pods it does not know.
+	Names []string
+	// IP is each kubelet's --node-ip: an address of this host (a kubelet
+	// refuses loopback), which the cloud must report for the Node.
+	IP string
+	// Images are OCI image layouts imported into each Node's containerd
+	// before its kubelet starts, under the names they record: nothing can
+	// be pulled.
+	Images []string
+}
+
+// DefaultNodeBinDir returns the directory where hack/install-node-deps.sh
+// caches kubelet, kube-controller-manager and kube-scheduler.
+func DefaultNodeBinDir() string {
+	return filepath.Join(cacheRoot(), "node", KubeVersion, "bin")
+}
+
+// CheckNodeBinaries reports, with the command that fixes it, what a
+// cluster with Nodes lacks on this machine.
+func CheckNodeBinaries(binDir string) error {
+	for _, name := range []string{"kubelet", "kube-controller-manager", "kube-scheduler"} {
+		path := filepath.Join(binDir, name)
+		if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			return fmt.Errorf("%s is missing or not executable: run hack/install-node-deps.sh", path)
+		}
+	}
+	return CheckContainerd()
+}
+
+// HostIP returns the first IPv4 address of this host outside loopback, for
+// NodeOptions.IP.
+func HostIP() (string, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return "", err
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
+			return n.IP.String(), nil
+		}
+	}
+	return "", errors.New("this host has no IPv4 address outside loopback, which a kubelet's --node-ip needs")
+}
+
+// node is one Node's containerd and kubelet.
+type node struct {
+	name       string
+	dir        string
+	containerd *Containerd
+	cgroup     *cgroupRoot
+	kubelet    *process
+}
+
+// PodLogsDir returns the directory where the kubelet of Node name writes
+// container logs (<namespace>_<pod>_<uid>/<container>/<restart>.log): they
+// are read there, since the API server cannot reach a kubelet's log
+// endpoint here.
+func (c *Cluster) PodLogsDir(name string) string {
+	return filepath.Join(c.dir, "nodes", name, "pod-logs")
+}
+
+// KubeletRootDir returns the --root-dir of the kubelet of Node name. A
+// Pod's volumes are below it, as the kubelet lays them out
+// (pods/<uid>/volumes/kubernetes.io~configmap/<volume>/...).
+func (c *Cluster) KubeletRootDir(name string) string {
+	return filepath.Join(c.dir, "nodes", name, "root")
+}
+
+// Leftovers reports what a stopped cluster left behind: processes that
+// refer to its directory by command line or root (daemons, shims,
+// containers) and mounts below it. It is how tests check Stop.
+func (c *Cluster) Leftovers() error {
+	return leftovers(c.dir)
+}
+
+// startNodes starts kube-controller-manager and kube-scheduler, then each
+// Node, and waits until every kubelet has registered its Node.
+func (c *Cluster) startNodes(ctx context.Context, files apiServerFiles) error {
+	opts := c.opts.Nodes
+	binDir := opts.BinDir
+	admin := filepath.Join(c.dir, "admin.kubeconfig")
+	if err := c.WriteKubeconfig(admin); err != nil {
+		return err
+	}
+	var err error
+	c.controllerManager, err = startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), c.dir, []string{
+		"--kubeconfig=" + admin,
+		// Nothing scrapes them; a fixed port would collide.
+		"--secure-port=0",
+		"--leader-elect=false",
+		// Cloud loops belong to the cloud controller manager under test.
+		"--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller",
+		// Signs the legacy token Secrets and publishes kube-root-ca.crt,
+		// which every Pod's service-account volume needs.
+		"--service-account-private-key-file=" + files.saKey,
+		"--root-ca-file=" + filepath.Join(files.certDir, "apiserver.crt"),
+		// Pod CIDRs for the Nodes, as the manifests' --cluster-cidr expects:
+		// the cloud controller manager's route controller acts on them.
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr=10.244.0.0/16",
+	})
+	if err != nil {
+		return err
+	}
+	c.scheduler, err = startProcess("kube-scheduler", filepath.Join(binDir, "kube-scheduler"), c.dir, []string{
+		"--kubeconfig=" + admin,
+		"--secure-port=0",
+		"--leader-elect=false",
+	})
+	if err != nil {
+		return err
+	}
+	pause, err := c.buildPauseImage(opts.RepoRoot)
+	if err != nil {
+		return err
+	}
+	for _, name := range opts.Names {
+		n := &node{name: name, dir: filepath.Join(c.dir, "nodes", name)}
+		c.nodes = append(c.nodes, n)
+		if err := c.startNode(ctx, n, binDir, files.nodeTokens[name], append([]string{pause}, opts.Images...)); err != nil {
+			return fmt.Errorf("node %s: %w", name, err)
+		}
+	}
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	for _, n := range c.nodes {
+		err := poll(ctx, n.kubelet, func(ctx context.Context) error {
+			_, err := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("kubelet did not register Node %s: %w", n.name, err)
+		}
+	}
+	return nil
+}
+
+// buildPauseImage builds the pause image as an OCI layout and returns its
+// directory.
+func (c *Cluster) buildPauseImage(repoRoot string) (string, error) {
+	work := filepath.Join(c.dir, "pause")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return "", err
+	}
+	idx, err := pauseimage.Build(repoRoot, work)
+	if err != nil {
+		return "", err
+	}
+	layout := filepath.Join(work, "layout")
+	return layout, ccmimage.WriteLayout(layout, pauseimage.Ref, idx)
+}
+
+// startNode starts n's containerd, imports images into the namespace the
+// kubelet uses, and starts the kubelet with a token of n's identity.
+func (c *Cluster) startNode(ctx context.Context, n *node, binDir, token string, images []string) error {
+	for _, d := range []string{"root", "pod-logs", "volume-plugins"} {
+		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	var err error
+	n.containerd, err = StartContainerd(ctx, n.dir, ContainerdOptions{SandboxImage: pauseimage.Ref})
+	if err != nil {
+		return err
+	}
+	// The CRI plugin serves the kubelet from this namespace.
+	for _, layout := range images {
+		if err := n.containerd.ImportLayout(ctx, "k8s.io", layout); err != nil {
+			return err
+		}
+	}
+	if n.cgroup, err = newCgroupRoot(filepath.Base(c.dir) + "-" + n.name); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(n.dir, "kubeconfig")
+	if err := c.writeKubeconfig(kubeconfig, token); err != nil {
+		return err
+	}
+	ports, err := freePorts(2)
+	if err != nil {
+		return err
+	}
+	config := filepath.Join(n.dir, "kubelet.yaml")
+	if err := os.WriteFile(config, []byte(kubeletConfig(n, ports[0], ports[1])), 0o644); err != nil {
+		return err
+	}
+	n.kubelet, err = startProcess("kubelet-"+n.name, filepath.Join(binDir, "kubelet"), c.dir, []string{
+		"--config=" + config,
+		"--kubeconfig=" + kubeconfig,
+		"--root-dir=" + filepath.Join(n.dir, "root"),
+		"--hostname-override=" + n.name,
+		"--node-ip=" + c.opts.Nodes.IP,
+		// Registers the Node with the uninitialized taint, for the cloud
+		// controller manager to initialize.
+		"--cloud-provider=external",
+	})
+	return err
+}
+
+// kubeletConfig is the KubeletConfiguration of n. Each setting departs
+// from the default for this kind of machine or for a test, as said.
+func kubeletConfig(n *node, port, healthzPort int) string {
+	return `apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+containerRuntimeEndpoint: unix://` + n.containerd.Socket + `
+# Loopback ports of its own; nothing but this test may reach the kubelet.
+address: 127.0.0.1
+port: ` + strconv.Itoa(port) + `
+healthzBindAddress: 127.0.0.1
+healthzPort: ` + strconv.Itoa(healthzPort) + `
+readOnlyPort: 0
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: false}
+authorization: {mode: AlwaysAllow}
+# No systemd runs here; containerd uses cgroupfs too.
+cgroupDriver: cgroupfs
+cgroupRoot: ` + n.cgroup.name + `
+# Test machines may still have cgroup v1 (or a hybrid layout), which the
+# kubelet otherwise refuses; it runs on v2 as well.
+failCgroupV1: false
+failSwapOn: false
+# Inside the test directory rather than under /var.
+podLogsDir: ` + filepath.Join(n.dir, "pod-logs") + `
+volumePluginDir: ` + filepath.Join(n.dir, "volume-plugins") + `
+# A shared CI disk may well be more than 85% full; the test's Pods must not
+# be evicted for it.
+evictionHard:
+  memory.available: 1Mi
+  nodefs.available: 1%
+  imagefs.available: 1%
+  nodefs.inodesFree: 1%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+`
+}
+
+// stopNodes stops the kubelets, their containerds with every container,
+// and the scheduler and controller manager, in that order: nothing that
+// starts containers may outlive containerd.
+func (c *Cluster) stopNodes() error {
+	var errs []error
+	for _, n := range c.nodes {
+		errs = append(errs, n.kubelet.stop())
+	}
+	for _, n := range c.nodes {
+		if n.containerd != nil {
+			errs = append(errs, n.containerd.Stop())
+		}
+		errs = append(errs, n.cgroup.remove())
+	}
+	errs = append(errs, c.scheduler.stop(), c.controllerManager.stop())
+	if len(c.nodes) > 0 {
+		errs = append(errs, removeLinksInto(containerLogLinks, c.dir))
+	}
+	return errors.Join(errs...)
+}

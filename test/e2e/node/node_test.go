@@ -1,0 +1,483 @@
+// Package node_test runs the manager the way its users do: on a Node
+// registered by a real kubelet with --cloud-provider=external, installed
+// from examples/deploy as a Deployment whose Pods containerd starts from
+// the image `make image` builds, against the simulated cloud. It checks
+// what only a real node shows: the kubelet's uninitialized taint, the
+// kubelet's own updates of the module ConfigMap volume (and their delay),
+// the container image, and leader election between Pods.
+//
+// It needs root, containerd and runc, and the kubelet, kube-controller-
+// manager and kube-scheduler of hack/install-node-deps.sh; without them it
+// is skipped, or fails under WASMCCM_E2E=1, as in CI.
+package node_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/ccmimage"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+	"github.com/wasmccm/wasmccm/test/e2e/manifests"
+)
+
+const (
+	repoRoot  = "../../.."
+	deployDir = repoRoot + "/examples/deploy"
+
+	systemNamespace = "kube-system"
+	deploymentName  = "wasm-cloud-controller-manager"
+	leaseName       = "cloud-controller-manager"
+	moduleConfigMap = "wasm-provider-module"
+	moduleKey       = "simcloud.wasm.gz"
+	podLabel        = "app.kubernetes.io/name=wasm-cloud-controller-manager"
+
+	// The simulated cloud's metadata of the Node.
+	zone, region, instanceType = "sim-1a", "sim-1", "sim.medium"
+)
+
+// placeholderOrigin is the cloud API origin examples/deploy ships with.
+const placeholderOrigin = "http://simcloud.example:8780"
+
+func TestNode(t *testing.T) {
+	began := time.Now()
+	if testing.Short() {
+		t.Skip("starts a node and builds the manager image; skipped with -short")
+	}
+	hostIP, err := cluster.HostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := manifests.Kustomize(deployDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The image as `make image` builds it, under the name the Deployment
+	// gives, imported into the node's containerd: the kubelet must find
+	// it there, as nothing can be pulled.
+	deployment := find(t, objs, "Deployment", deploymentName)
+	var image string
+	edit(t, deployment, func(d *appsv1.Deployment) { image = d.Spec.Template.Spec.Containers[0].Image })
+	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := filepath.Join(t.TempDir(), "image")
+	if err := ccmimage.WriteLayout(layout, normalizedRef(image), idx); err != nil {
+		t.Fatal(err)
+	}
+	module := buildModule(t, "modules/simcloud/module")
+	update := buildModule(t, "test/e2e/testdata/relabel")
+
+	// The cloud knows the machine the kubelet runs on, by the Node's
+	// name, with this host's address as the kubelet's --node-ip.
+	token := rand.Text()
+	cloud := simcloud.New(simcloud.Options{Token: token})
+	server := httptest.NewServer(cloud.Handler())
+	t.Cleanup(server.Close)
+	const nodeName = "wasmccm-node-1"
+	instance, err := cloud.AddInstance(simcloud.Instance{
+		Name: nodeName, Zone: zone, Region: region, Type: instanceType, State: "running",
+		Addresses: []simcloud.Address{{Type: "InternalIP", Address: hostIP}, {Type: "Hostname", Address: nodeName}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	c := cluster.StartWithNodesForTest(t, cluster.NodeOptions{
+		RepoRoot: repoRoot, Names: []string{nodeName}, IP: hostIP, Images: []string{layout},
+	})
+	t.Logf("control plane and kubelet up, Node registered: %v after the start", time.Since(began).Round(time.Second))
+	client := kubernetes.NewForConfigOrDie(c.Config)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	defer func() {
+		if t.Failed() {
+			dumpState(t, c, client, nodeName)
+		}
+	}()
+
+	t.Run("kubelet registers the Node tainted", func(t *testing.T) {
+		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) || node.Spec.ProviderID != "" {
+			t.Fatalf("Node %s: taints %v, provider ID %q; want the uninitialized taint and no provider ID", nodeName, node.Spec.Taints, node.Spec.ProviderID)
+		}
+	})
+	// The Deployment runs on control-plane Nodes, a label only an admin
+	// may set (the kubelet may not label itself with it).
+	patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
+	if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	install(t, ctx, c, objs, module, server.URL, token)
+	installed := time.Now()
+
+	var first leader
+	t.Run("a manager Pod runs from the image and leads", func(t *testing.T) {
+		first = waitLeader(t, ctx, c, client, nodeName, "")
+		t.Logf("Pod %s leads %v after the install", first.pod, time.Since(installed).Round(time.Second))
+	})
+	if t.Failed() {
+		t.FailNow()
+	}
+
+	t.Run("the Node is initialized", func(t *testing.T) {
+		node := waitFor(t, ctx, "Node "+nodeName+" initialized", func(ctx context.Context) (*corev1.Node, bool, error) {
+			node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			return node, err == nil && !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider), err
+		})
+		checks := []struct {
+			name      string
+			got, want string
+		}{
+			{"provider ID", node.Spec.ProviderID, instance.ProviderID()},
+			{"zone label", node.Labels[corev1.LabelTopologyZone], zone},
+			{"region label", node.Labels[corev1.LabelTopologyRegion], region},
+			{"instance type label", node.Labels[corev1.LabelInstanceTypeStable], instanceType},
+			{"InternalIP", address(node, corev1.NodeInternalIP), hostIP},
+			{"Hostname", address(node, corev1.NodeHostName), nodeName},
+		}
+		for _, c := range checks {
+			if c.got != c.want {
+				t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+			}
+		}
+		t.Logf("Node initialized %v after the install", time.Since(installed).Round(time.Second))
+	})
+
+	t.Run("a LoadBalancer Service gets its address", func(t *testing.T) {
+		testLoadBalancer(t, ctx, client, cloud, "lb-1")
+	})
+
+	t.Run("a module update through the ConfigMap is taken into service", func(t *testing.T) {
+		testModuleUpdate(t, ctx, c, client, first.pod, nodeName, update)
+	})
+
+	t.Run("another Pod takes over when the leader is deleted", func(t *testing.T) {
+		if err := client.CoreV1().Pods(systemNamespace).Delete(ctx, first.pod, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		next := waitLeader(t, ctx, c, client, nodeName, first.identity)
+		t.Logf("Pod %s leads %v after the deletion of %s", next.pod, time.Since(deleted).Round(time.Second), first.pod)
+		// The new leader reconciles: a new Service gets its address.
+		testLoadBalancer(t, ctx, client, cloud, "lb-2")
+	})
+
+	t.Run("nothing is left after the stop", func(t *testing.T) {
+		if err := c.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Leftovers(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Logf("suite wall time %v", time.Since(began).Round(time.Second))
+}
+
+// install applies the module ConfigMap and examples/deploy, changed only
+// where this machine requires: the cloud's address and token, and the
+// address of the API server.
+func install(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unstructured.Unstructured, module, cloudURL, token string) {
+	t.Helper()
+	cm, err := manifests.RenderModule(deployDir, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(t, find(t, objs, "ConfigMap", "wasm-cloud-config"), func(cm *corev1.ConfigMap) {
+		config := cm.Data["cloud-config.yaml"]
+		if strings.Count(config, placeholderOrigin) != 2 || strings.Count(config, "\n  reloadInterval: ") != 1 {
+			t.Fatalf("cloud-config.yaml changed: its cloud origin or reloadInterval is not where this test expects them:\n%s", config)
+		}
+		config = strings.ReplaceAll(config, placeholderOrigin, cloudURL)
+		// A short shadow period: the rollout tests cover the comparison,
+		// this one how a real kubelet delivers the module.
+		config = strings.Replace(config, "\n  reloadInterval: ", "\n  rollout: {shadow: {duration: 2s, calls: 3}}\n  reloadInterval: ", 1)
+		cm.Data["cloud-config.yaml"] = config
+	})
+	edit(t, find(t, objs, "Secret", "wasm-provider-credentials"), func(s *corev1.Secret) {
+		s.StringData["token"] = token
+	})
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(c.Config.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(t, find(t, objs, "Deployment", deploymentName), func(d *appsv1.Deployment) {
+		// In-cluster clients reach the API server at the "kubernetes"
+		// Service, which only kube-proxy (absent here) would route; these
+		// variables, which the kubelet sets from that Service, point the
+		// manager at the API server itself instead.
+		ctr := &d.Spec.Template.Spec.Containers[0]
+		ctr.Env = append(ctr.Env,
+			corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},
+			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
+	})
+	if err := manifests.Apply(ctx, c.Config, append([]*unstructured.Unstructured{cm}, objs...)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// testLoadBalancer creates a LoadBalancer Service and waits until its
+// address is that of a load balancer of the cloud.
+func testLoadBalancer(t *testing.T, ctx context.Context, client kubernetes.Interface, cloud *simcloud.Cloud, name string) {
+	t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: metav1.NamespaceDefault},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+			Selector: map[string]string{"app": name},
+		},
+	}
+	created := time.Now()
+	if _, err := client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc = waitFor(t, ctx, "Service "+name+" ingress", func(ctx context.Context) (*corev1.Service, bool, error) {
+		svc, err := client.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		return svc, err == nil && len(svc.Status.LoadBalancer.Ingress) > 0, err
+	})
+	ip := svc.Status.LoadBalancer.Ingress[0].IP
+	if !slices.ContainsFunc(cloud.LoadBalancers(), func(lb simcloud.LoadBalancer) bool { return lb.IP == ip }) {
+		t.Fatalf("Service %s has ingress %s, which no load balancer of the cloud has (%+v)", name, ip, cloud.LoadBalancers())
+	}
+	t.Logf("Service %s: ingress %s after %v", name, ip, time.Since(created).Round(100*time.Millisecond))
+}
+
+// testModuleUpdate replaces the module in its ConfigMap through the API
+// and measures the two delays to its taking effect: until the kubelet has
+// swapped the file in the leader Pod's volume, and until the manager has
+// put the new module in service (its ModuleReloaded Event).
+func testModuleUpdate(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, leader, nodeName, update string) {
+	cm, err := manifests.RenderModule(deployDir, update)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, ok, err := unstructured.NestedString(cm.Object, "binaryData", moduleKey)
+	if err != nil || !ok {
+		t.Fatalf("rendered ConfigMap has no binaryData %s: %v", moduleKey, err)
+	}
+	// The manager names a module by the sha256 of the file as stored.
+	stored := decodeBase64(t, data)
+	sum := sha256.Sum256(stored)
+	digest := hex.EncodeToString(sum[:])
+
+	pod, err := client.CoreV1().Pods(systemNamespace).Get(ctx, leader, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Where the kubelet projects the volume "module" of the Pod.
+	file := filepath.Join(c.KubeletRootDir(nodeName), "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "module", moduleKey)
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("the module volume is not where the kubelet keeps it: %v", err)
+	}
+
+	if err := manifests.Apply(ctx, c.Config, cm); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	waitFor(t, ctx, "the kubelet's update of the module volume", func(context.Context) (struct{}, bool, error) {
+		got, err := os.ReadFile(file)
+		return struct{}{}, err == nil && string(got) == string(stored), nil
+	})
+	swapped := time.Since(applied)
+	event := waitFor(t, ctx, "ModuleReloaded Event naming "+digest, func(ctx context.Context) (*corev1.Event, bool, error) {
+		events, err := client.CoreV1().Events(systemNamespace).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=" + leader + ",reason=ModuleReloaded",
+		})
+		if err != nil {
+			return nil, false, err
+		}
+		for i := range events.Items {
+			if strings.Contains(events.Items[i].Message, digest) {
+				return &events.Items[i], true, nil
+			}
+		}
+		return nil, false, nil
+	})
+	t.Logf("module update: the kubelet swapped the file %v after the ConfigMap update, in service %v after it (%s)",
+		swapped.Round(100*time.Millisecond), time.Since(applied).Round(100*time.Millisecond), event.Message)
+}
+
+// leader is the manager Pod holding the Lease.
+type leader struct {
+	pod      string
+	identity string // the Lease's holder identity
+}
+
+// waitLeader waits until the Lease has a holder other than previous and
+// returns it with its Pod: the Running manager Pod whose log says it
+// acquired the Lease. (The identity, "<host name>_<uuid>", names the host,
+// which Pods on the host network share.)
+func waitLeader(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, nodeName, previous string) leader {
+	t.Helper()
+	return waitFor(t, ctx, "a Lease holder other than "+previous, func(ctx context.Context) (leader, bool, error) {
+		lease, err := client.CoordinationV1().Leases(systemNamespace).Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || *lease.Spec.HolderIdentity == previous {
+			return leader{}, false, err
+		}
+		pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: podLabel})
+		if err != nil {
+			return leader{}, false, err
+		}
+		var leaders []string
+		for _, pod := range pods.Items {
+			if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil &&
+				strings.Contains(podLog(c, nodeName, pod.Name), `"Successfully acquired lease" lock="`+systemNamespace+"/"+leaseName+`"`) {
+				leaders = append(leaders, pod.Name)
+			}
+		}
+		if len(leaders) != 1 {
+			return leader{}, false, fmt.Errorf("running Pods that acquired the Lease: %v", leaders)
+		}
+		return leader{pod: leaders[0], identity: *lease.Spec.HolderIdentity}, true, nil
+	})
+}
+
+// podLog returns the manager container's log of Pod name on Node
+// nodeName, all restarts, as the kubelet wrote it.
+func podLog(c *cluster.Cluster, nodeName, name string) string {
+	files, _ := filepath.Glob(filepath.Join(c.PodLogsDir(nodeName), systemNamespace+"_"+name+"_*", "*", "*.log"))
+	var b strings.Builder
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// waitFor polls check every half second until it reports done, failing
+// the test after two minutes.
+func waitFor[T any](t *testing.T, ctx context.Context, what string, check func(context.Context) (T, bool, error)) T {
+	t.Helper()
+	var got T
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var done bool
+		got, done, last = check(ctx)
+		return done, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v (last error: %v)", what, err, last)
+	}
+	return got
+}
+
+// buildModule compiles the module at dir with TinyGo: a standard Go build
+// of the provider does not fit in a ConfigMap even compressed.
+func buildModule(t *testing.T, dir string) string {
+	t.Helper()
+	path, err := wasmbuild.Build(filepath.Join(repoRoot, dir), wasmbuild.TinyGo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj := manifests.Find(objs, kind, name)
+	if obj == nil {
+		t.Fatalf("examples/deploy has no %s %s", kind, name)
+	}
+	return obj
+}
+
+func edit[T runtime.Object](t *testing.T, obj *unstructured.Unstructured, f func(T)) {
+	t.Helper()
+	if err := manifests.Edit(obj, f); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// normalizedRef is image as containerd's CRI plugin looks it up: short
+// names are docker.io's.
+func normalizedRef(image string) string {
+	first, _, ok := strings.Cut(image, "/")
+	if !ok {
+		return "docker.io/library/" + image
+	}
+	if strings.ContainsAny(first, ".:") || first == "localhost" {
+		return image
+	}
+	return "docker.io/" + image
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
+}
+
+func address(node *corev1.Node, typ corev1.NodeAddressType) string {
+	for _, a := range node.Status.Addresses {
+		if a.Type == typ {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// dumpState logs what explains a failure: the manager's Pods, their
+// Events and logs, and the end of the kubelet's log.
+func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface, nodeName string) {
+	ctx := context.Background()
+	pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, p := range pods.Items {
+			t.Logf("Pod %s on %q: %s %+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.ContainerStatuses)
+		}
+	}
+	events, err := client.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range events.Items {
+			t.Logf("Event %s %s/%s: %s %s", e.Type, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	if pods != nil {
+		for _, p := range pods.Items {
+			t.Logf("--- log of %s ---\n%s", p.Name, tail(podLog(c, nodeName, p.Name), 30))
+		}
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+func decodeBase64(t *testing.T, s string) []byte {
+	t.Helper()
+	data, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
