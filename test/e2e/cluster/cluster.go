@@ -159,7 +159,11 @@ func (c *Cluster) nodeNames() []string {
 	if c.opts.Nodes == nil {
 		return nil
 	}
-	return c.opts.Nodes.Names
+	var names []string
+	for _, n := range c.opts.Nodes.Nodes {
+		names = append(names, n.Name)
+	}
+	return names
 }
 
 // WriteKubeconfig writes a kubeconfig for the admin identity of Config to

@@ -36,6 +36,10 @@ type ContainerdOptions struct {
 	// imported into the k8s.io namespace before the first Pod starts.
 	// Empty keeps containerd's default, which would be pulled.
 	SandboxImage string
+
+	// netns, when set, is the network containerd runs in, and with it the
+	// containers on the host network.
+	netns *netns
 }
 
 // Containerd is a containerd daemon of its own: configuration, root, state
@@ -65,7 +69,8 @@ func StartContainerd(ctx context.Context, dir string, opts ContainerdOptions) (*
 		return nil, err
 	}
 	var err error
-	c.proc, err = startProcess("containerd", "containerd", dir, []string{"--config", config})
+	binary, args := opts.netns.wrap("containerd", []string{"--config", config})
+	c.proc, err = startProcess("containerd", binary, dir, args)
 	if err != nil {
 		return nil, err
 	}

@@ -179,5 +179,13 @@ func leftovers(dir string) error {
 	for _, p := range points {
 		errs = append(errs, fmt.Errorf("%s is still mounted", p))
 	}
+	// Nodes' network namespaces are named after the directory.
+	namespaces, err := filepath.Glob(filepath.Join(netnsDir, filepath.Base(dir)+"-*"))
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		errs = append(errs, fmt.Errorf("network namespace %s still exists", ns))
+	}
 	return errors.Join(errs...)
 }

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -18,27 +18,38 @@ import (
 
 // NodeOptions turns the cluster into one with real Nodes on this machine:
 // kube-controller-manager and kube-scheduler next to the API server, and per
-// Node a containerd of its own and a kubelet with --cloud-provider=external,
-// which registers its Node tainted as uninitialized, waiting for a cloud
-// controller manager. No CNI runs: Nodes stay NotReady, and only Pods on the
-// host network that tolerate that can run.
+// Node a network namespace, a containerd and a kubelet of its own, with
+// --cloud-provider=external: it registers its Node tainted as
+// uninitialized, waiting for a cloud controller manager. No CNI runs:
+// Nodes stay NotReady, and only Pods on the host network that tolerate that
+// can run.
 type NodeOptions struct {
 	// BinDir holds kubelet, kube-controller-manager and kube-scheduler.
 	// Empty means DefaultNodeBinDir().
 	BinDir string
 	// RepoRoot is the module root the pause image is built from.
 	RepoRoot string
-	// Names are the Nodes, one kubelet (and one containerd) each. Each
-	// kubelet needs a containerd of its own: a kubelet removes the
-	// containers of Pods it does not know.
-	Names []string
-	// IP is each kubelet's --node-ip: an address of this host (a kubelet
-	// refuses loopback), which the cloud must report for the Node.
-	IP string
+	// Nodes to start. Each kubelet needs a containerd of its own: a kubelet
+	// removes the containers of Pods it does not know.
+	Nodes []Node
 	// Images are OCI image layouts imported into each Node's containerd
 	// before its kubelet starts, under the names they record: nothing can
 	// be pulled.
 	Images []string
+	// Forward lists loopback addresses (host:port) of this machine that
+	// Pods on the Nodes must reach, such as a simulated cloud: each Node's
+	// network forwards them to the host. The API server's is always
+	// forwarded.
+	Forward []string
+}
+
+// Node is one Node of NodeOptions.
+type Node struct {
+	Name string
+	// IP is the kubelet's --node-ip, the Node's address in its network
+	// (not loopback, which a kubelet refuses). The cloud must report it
+	// for the Node.
+	IP string
 }
 
 // DefaultNodeBinDir returns the directory where hack/install-node-deps.sh
@@ -59,25 +70,11 @@ func CheckNodeBinaries(binDir string) error {
 	return CheckContainerd()
 }
 
-// HostIP returns the first IPv4 address of this host outside loopback, for
-// NodeOptions.IP.
-func HostIP() (string, error) {
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return "", err
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && n.IP.IsGlobalUnicast() {
-			return n.IP.String(), nil
-		}
-	}
-	return "", errors.New("this host has no IPv4 address outside loopback, which a kubelet's --node-ip needs")
-}
-
-// node is one Node's containerd and kubelet.
+// node is one Node's network, containerd and kubelet.
 type node struct {
-	name       string
+	Node
 	dir        string
+	netns      *netns
 	containerd *Containerd
 	cgroup     *cgroupRoot
 	kubelet    *process
@@ -146,11 +143,11 @@ func (c *Cluster) startNodes(ctx context.Context, files apiServerFiles) error {
 	if err != nil {
 		return err
 	}
-	for _, name := range opts.Names {
-		n := &node{name: name, dir: filepath.Join(c.dir, "nodes", name)}
+	for _, spec := range opts.Nodes {
+		n := &node{Node: spec, dir: filepath.Join(c.dir, "nodes", spec.Name)}
 		c.nodes = append(c.nodes, n)
-		if err := c.startNode(ctx, n, binDir, files.nodeTokens[name], append([]string{pause}, opts.Images...)); err != nil {
-			return fmt.Errorf("node %s: %w", name, err)
+		if err := c.startNode(ctx, n, binDir, files.nodeTokens[n.Name], append([]string{pause}, opts.Images...)); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
 	client, err := kubernetes.NewForConfig(c.Config)
@@ -159,11 +156,11 @@ func (c *Cluster) startNodes(ctx context.Context, files apiServerFiles) error {
 	}
 	for _, n := range c.nodes {
 		err := poll(ctx, n.kubelet, func(ctx context.Context) error {
-			_, err := client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+			_, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("kubelet did not register Node %s: %w", n.name, err)
+			return fmt.Errorf("kubelet did not register Node %s: %w", n.Name, err)
 		}
 	}
 	return nil
@@ -184,16 +181,27 @@ func (c *Cluster) buildPauseImage(repoRoot string) (string, error) {
 	return layout, ccmimage.WriteLayout(layout, pauseimage.Ref, idx)
 }
 
-// startNode starts n's containerd, imports images into the namespace the
-// kubelet uses, and starts the kubelet with a token of n's identity.
+// startNode creates n's network, starts its containerd, imports images
+// into the namespace the kubelet uses, and starts the kubelet with a token
+// of n's identity.
 func (c *Cluster) startNode(ctx context.Context, n *node, binDir, token string, images []string) error {
 	for _, d := range []string{"root", "pod-logs", "volume-plugins"} {
 		if err := os.MkdirAll(filepath.Join(n.dir, d), 0o755); err != nil {
 			return err
 		}
 	}
+	// Named after the cluster's directory, so that Leftovers finds it.
+	unique := filepath.Base(c.dir) + "-" + n.Name
 	var err error
-	n.containerd, err = StartContainerd(ctx, n.dir, ContainerdOptions{SandboxImage: pauseimage.Ref})
+	if n.netns, err = newNetns(unique, n.IP); err != nil {
+		return err
+	}
+	for _, addr := range append([]string{strings.TrimPrefix(c.Config.Host, "https://")}, c.opts.Nodes.Forward...) {
+		if err := n.netns.forward(addr); err != nil {
+			return err
+		}
+	}
+	n.containerd, err = StartContainerd(ctx, n.dir, ContainerdOptions{SandboxImage: pauseimage.Ref, netns: n.netns})
 	if err != nil {
 		return err
 	}
@@ -203,7 +211,7 @@ func (c *Cluster) startNode(ctx context.Context, n *node, binDir, token string, 
 			return err
 		}
 	}
-	if n.cgroup, err = newCgroupRoot(filepath.Base(c.dir) + "-" + n.name); err != nil {
+	if n.cgroup, err = newCgroupRoot(unique); err != nil {
 		return err
 	}
 	kubeconfig := filepath.Join(n.dir, "kubeconfig")
@@ -218,16 +226,17 @@ func (c *Cluster) startNode(ctx context.Context, n *node, binDir, token string, 
 	if err := os.WriteFile(config, []byte(kubeletConfig(n, ports[0], ports[1])), 0o644); err != nil {
 		return err
 	}
-	n.kubelet, err = startProcess("kubelet-"+n.name, filepath.Join(binDir, "kubelet"), c.dir, []string{
+	binary, args := n.netns.wrap(filepath.Join(binDir, "kubelet"), []string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
 		"--root-dir=" + filepath.Join(n.dir, "root"),
-		"--hostname-override=" + n.name,
-		"--node-ip=" + c.opts.Nodes.IP,
+		"--hostname-override=" + n.Name,
+		"--node-ip=" + n.IP,
 		// Registers the Node with the uninitialized taint, for the cloud
 		// controller manager to initialize.
 		"--cloud-provider=external",
 	})
+	n.kubelet, err = startProcess("kubelet-"+n.Name, binary, c.dir, args)
 	return err
 }
 
@@ -237,7 +246,7 @@ func kubeletConfig(n *node, port, healthzPort int) string {
 	return `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 containerRuntimeEndpoint: unix://` + n.containerd.Socket + `
-# Loopback ports of its own; nothing but this test may reach the kubelet.
+# Loopback of its network; nothing but this test may reach the kubelet.
 address: 127.0.0.1
 port: ` + strconv.Itoa(port) + `
 healthzBindAddress: 127.0.0.1
@@ -281,7 +290,7 @@ func (c *Cluster) stopNodes() error {
 		if n.containerd != nil {
 			errs = append(errs, n.containerd.Stop())
 		}
-		errs = append(errs, n.cgroup.remove())
+		errs = append(errs, n.cgroup.remove(), n.netns.remove())
 	}
 	errs = append(errs, c.scheduler.stop(), c.controllerManager.stop())
 	if len(c.nodes) > 0 {

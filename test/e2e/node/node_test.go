@@ -56,21 +56,30 @@ const (
 	moduleKey       = "simcloud.wasm.gz"
 	podLabel        = "app.kubernetes.io/name=wasm-cloud-controller-manager"
 
-	// The simulated cloud's metadata of the Node.
-	zone, region, instanceType = "sim-1a", "sim-1", "sim.medium"
+	region, instanceType = "sim-1", "sim.medium"
 )
 
 // placeholderOrigin is the cloud API origin examples/deploy ships with.
 const placeholderOrigin = "http://simcloud.example:8780"
 
+// testNode is a Node and the machine the cloud knows for it.
+type testNode struct {
+	cluster.Node
+	zone     string
+	instance simcloud.Instance
+}
+
+// Two Nodes, for the Deployment's two replicas, which never share one.
+// Each has a network of its own; their addresses are documentation ones.
+var testNodes = []*testNode{
+	{Node: cluster.Node{Name: "wasmccm-node-1", IP: "198.51.100.1"}, zone: "sim-1a"},
+	{Node: cluster.Node{Name: "wasmccm-node-2", IP: "198.51.100.2"}, zone: "sim-1b"},
+}
+
 func TestNode(t *testing.T) {
 	began := time.Now()
 	if testing.Short() {
-		t.Skip("starts a node and builds the manager image; skipped with -short")
-	}
-	hostIP, err := cluster.HostIP()
-	if err != nil {
-		t.Fatal(err)
+		t.Skip("starts two Nodes and builds the manager image; skipped with -short")
 	}
 	objs, err := manifests.Kustomize(deployDir)
 	if err != nil {
@@ -78,11 +87,10 @@ func TestNode(t *testing.T) {
 	}
 
 	// The image as `make image` builds it, under the name the Deployment
-	// gives, imported into the node's containerd: the kubelet must find
-	// it there, as nothing can be pulled.
-	deployment := find(t, objs, "Deployment", deploymentName)
+	// gives, imported into the Nodes' containerd: the kubelet must find it
+	// there, as nothing can be pulled.
 	var image string
-	edit(t, deployment, func(d *appsv1.Deployment) { image = d.Spec.Template.Spec.Containers[0].Image })
+	edit(t, find(t, objs, "Deployment", deploymentName), func(d *appsv1.Deployment) { image = d.Spec.Template.Spec.Containers[0].Image })
 	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot})
 	if err != nil {
 		t.Fatal(err)
@@ -94,84 +102,104 @@ func TestNode(t *testing.T) {
 	module := buildModule(t, "modules/simcloud/module")
 	update := buildModule(t, "test/e2e/testdata/relabel")
 
-	// The cloud knows the machine the kubelet runs on, by the Node's
-	// name, with this host's address as the kubelet's --node-ip.
+	// The cloud knows each Node's machine by the Node's name, with the
+	// kubelet's --node-ip as its address.
 	token := rand.Text()
 	cloud := simcloud.New(simcloud.Options{Token: token})
 	server := httptest.NewServer(cloud.Handler())
 	t.Cleanup(server.Close)
-	const nodeName = "wasmccm-node-1"
-	instance, err := cloud.AddInstance(simcloud.Instance{
-		Name: nodeName, Zone: zone, Region: region, Type: instanceType, State: "running",
-		Addresses: []simcloud.Address{{Type: "InternalIP", Address: hostIP}, {Type: "Hostname", Address: nodeName}},
-	})
-	if err != nil {
-		t.Fatal(err)
+	var nodes []cluster.Node
+	for _, n := range testNodes {
+		n.instance, err = cloud.AddInstance(simcloud.Instance{
+			Name: n.Name, Zone: n.zone, Region: region, Type: instanceType, State: "running",
+			Addresses: []simcloud.Address{{Type: "InternalIP", Address: n.IP}, {Type: "Hostname", Address: n.Name}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n.Node)
 	}
 
 	c := cluster.StartWithNodesForTest(t, cluster.NodeOptions{
-		RepoRoot: repoRoot, Names: []string{nodeName}, IP: hostIP, Images: []string{layout},
+		RepoRoot: repoRoot, Nodes: nodes, Images: []string{layout},
+		Forward: []string{server.Listener.Addr().String()},
 	})
-	t.Logf("control plane and kubelet up, Node registered: %v after the start", time.Since(began).Round(time.Second))
+	t.Logf("control plane and kubelets up, Nodes registered: %v after the start", time.Since(began).Round(time.Second))
 	client := kubernetes.NewForConfigOrDie(c.Config)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	defer func() {
 		if t.Failed() {
-			dumpState(t, c, client, nodeName)
+			dumpState(t, c, client)
 		}
 	}()
 
-	t.Run("kubelet registers the Node tainted", func(t *testing.T) {
-		node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) || node.Spec.ProviderID != "" {
-			t.Fatalf("Node %s: taints %v, provider ID %q; want the uninitialized taint and no provider ID", nodeName, node.Spec.Taints, node.Spec.ProviderID)
+	t.Run("kubelets register their Nodes tainted", func(t *testing.T) {
+		for _, n := range testNodes {
+			node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) || node.Spec.ProviderID != "" {
+				t.Errorf("Node %s: taints %v, provider ID %q; want the uninitialized taint and no provider ID", n.Name, node.Spec.Taints, node.Spec.ProviderID)
+			}
 		}
 	})
 	// The Deployment runs on control-plane Nodes, a label only an admin
-	// may set (the kubelet may not label itself with it).
-	patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
-	if _, err := client.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	// may set (a kubelet may not label itself with it).
+	for _, n := range testNodes {
+		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	install(t, ctx, c, objs, module, server.URL, token)
 	installed := time.Now()
 
 	var first leader
-	t.Run("a manager Pod runs from the image and leads", func(t *testing.T) {
-		first = waitLeader(t, ctx, c, client, nodeName, "")
-		t.Logf("Pod %s leads %v after the install", first.pod, time.Since(installed).Round(time.Second))
+	var standby string
+	t.Run("one manager Pod per Node, from the image, one leads", func(t *testing.T) {
+		pods := waitFor(t, ctx, "a running manager Pod on each Node", func(ctx context.Context) ([]corev1.Pod, bool, error) {
+			pods, err := runningPods(ctx, client)
+			return pods, len(pods) == len(testNodes) && pods[0].Spec.NodeName != pods[1].Spec.NodeName, err
+		})
+		first = waitLeader(t, ctx, c, client, "")
+		for _, p := range pods {
+			if p.Name != first.pod {
+				standby = p.Name
+			}
+		}
+		t.Logf("Pods running %v after the install; %s leads, %s stands by", time.Since(installed).Round(time.Second), first.pod, standby)
 	})
 	if t.Failed() {
 		t.FailNow()
 	}
 
-	t.Run("the Node is initialized", func(t *testing.T) {
-		node := waitFor(t, ctx, "Node "+nodeName+" initialized", func(ctx context.Context) (*corev1.Node, bool, error) {
-			node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
-			return node, err == nil && !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider), err
-		})
-		checks := []struct {
-			name      string
-			got, want string
-		}{
-			{"provider ID", node.Spec.ProviderID, instance.ProviderID()},
-			{"zone label", node.Labels[corev1.LabelTopologyZone], zone},
-			{"region label", node.Labels[corev1.LabelTopologyRegion], region},
-			{"instance type label", node.Labels[corev1.LabelInstanceTypeStable], instanceType},
-			{"InternalIP", address(node, corev1.NodeInternalIP), hostIP},
-			{"Hostname", address(node, corev1.NodeHostName), nodeName},
-		}
-		for _, c := range checks {
-			if c.got != c.want {
-				t.Errorf("%s = %q, want %q", c.name, c.got, c.want)
+	t.Run("the Nodes are initialized", func(t *testing.T) {
+		for _, n := range testNodes {
+			node := waitFor(t, ctx, "Node "+n.Name+" initialized", func(ctx context.Context) (*corev1.Node, bool, error) {
+				node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				return node, err == nil && !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider), err
+			})
+			checks := []struct {
+				name      string
+				got, want string
+			}{
+				{"provider ID", node.Spec.ProviderID, n.instance.ProviderID()},
+				{"zone label", node.Labels[corev1.LabelTopologyZone], n.zone},
+				{"region label", node.Labels[corev1.LabelTopologyRegion], region},
+				{"instance type label", node.Labels[corev1.LabelInstanceTypeStable], instanceType},
+				{"InternalIP", address(node, corev1.NodeInternalIP), n.IP},
+				{"Hostname", address(node, corev1.NodeHostName), n.Name},
+			}
+			for _, c := range checks {
+				if c.got != c.want {
+					t.Errorf("Node %s: %s = %q, want %q", n.Name, c.name, c.got, c.want)
+				}
 			}
 		}
-		t.Logf("Node initialized %v after the install", time.Since(installed).Round(time.Second))
+		t.Logf("Nodes initialized %v after the install", time.Since(installed).Round(time.Second))
 	})
 
 	t.Run("a LoadBalancer Service gets its address", func(t *testing.T) {
@@ -179,16 +207,22 @@ func TestNode(t *testing.T) {
 	})
 
 	t.Run("a module update through the ConfigMap is taken into service", func(t *testing.T) {
-		testModuleUpdate(t, ctx, c, client, first.pod, nodeName, update)
+		testModuleUpdate(t, ctx, c, client, first.pod, update)
 	})
 
-	t.Run("another Pod takes over when the leader is deleted", func(t *testing.T) {
+	t.Run("the other replica takes over when the leader is deleted", func(t *testing.T) {
+		if standby == "" {
+			t.Fatal("no standby replica")
+		}
 		if err := client.CoreV1().Pods(systemNamespace).Delete(ctx, first.pod, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		deleted := time.Now()
-		next := waitLeader(t, ctx, c, client, nodeName, first.identity)
-		t.Logf("Pod %s leads %v after the deletion of %s", next.pod, time.Since(deleted).Round(time.Second), first.pod)
+		next := waitLeader(t, ctx, c, client, first.identity)
+		if next.pod != standby {
+			t.Fatalf("Pod %s leads after the deletion of %s, want the standby %s", next.pod, first.pod, standby)
+		}
+		t.Logf("standby %s leads %v after the deletion of %s", next.pod, time.Since(deleted).Round(time.Second), first.pod)
 		// The new leader reconciles: a new Service gets its address.
 		testLoadBalancer(t, ctx, client, cloud, "lb-2")
 	})
@@ -202,6 +236,17 @@ func TestNode(t *testing.T) {
 		}
 	})
 	t.Logf("suite wall time %v", time.Since(began).Round(time.Second))
+}
+
+// runningPods lists the manager's Running Pods not being deleted.
+func runningPods(ctx context.Context, client kubernetes.Interface) ([]corev1.Pod, error) {
+	pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: podLabel})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		return p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil
+	}), nil
 }
 
 // install applies the module ConfigMap and examples/deploy, changed only
@@ -277,7 +322,7 @@ func testLoadBalancer(t *testing.T, ctx context.Context, client kubernetes.Inter
 // and measures the two delays to its taking effect: until the kubelet has
 // swapped the file in the leader Pod's volume, and until the manager has
 // put the new module in service (its ModuleReloaded Event).
-func testModuleUpdate(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, leader, nodeName, update string) {
+func testModuleUpdate(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, leader, update string) {
 	cm, err := manifests.RenderModule(deployDir, update)
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +341,7 @@ func testModuleUpdate(t *testing.T, ctx context.Context, c *cluster.Cluster, cli
 		t.Fatal(err)
 	}
 	// Where the kubelet projects the volume "module" of the Pod.
-	file := filepath.Join(c.KubeletRootDir(nodeName), "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "module", moduleKey)
+	file := filepath.Join(c.KubeletRootDir(pod.Spec.NodeName), "pods", string(pod.UID), "volumes", "kubernetes.io~configmap", "module", moduleKey)
 	if _, err := os.Stat(file); err != nil {
 		t.Fatalf("the module volume is not where the kubelet keeps it: %v", err)
 	}
@@ -338,21 +383,20 @@ type leader struct {
 // returns it with its Pod: the Running manager Pod whose log says it
 // acquired the Lease. (The identity, "<host name>_<uuid>", names the host,
 // which Pods on the host network share.)
-func waitLeader(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, nodeName, previous string) leader {
+func waitLeader(t *testing.T, ctx context.Context, c *cluster.Cluster, client kubernetes.Interface, previous string) leader {
 	t.Helper()
 	return waitFor(t, ctx, "a Lease holder other than "+previous, func(ctx context.Context) (leader, bool, error) {
 		lease, err := client.CoordinationV1().Leases(systemNamespace).Get(ctx, leaseName, metav1.GetOptions{})
 		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" || *lease.Spec.HolderIdentity == previous {
 			return leader{}, false, err
 		}
-		pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: podLabel})
+		pods, err := runningPods(ctx, client)
 		if err != nil {
 			return leader{}, false, err
 		}
 		var leaders []string
-		for _, pod := range pods.Items {
-			if pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil &&
-				strings.Contains(podLog(c, nodeName, pod.Name), `"Successfully acquired lease" lock="`+systemNamespace+"/"+leaseName+`"`) {
+		for _, pod := range pods {
+			if strings.Contains(podLog(c, &pod), `"Successfully acquired lease" lock="`+systemNamespace+"/"+leaseName+`"`) {
 				leaders = append(leaders, pod.Name)
 			}
 		}
@@ -363,10 +407,13 @@ func waitLeader(t *testing.T, ctx context.Context, c *cluster.Cluster, client ku
 	})
 }
 
-// podLog returns the manager container's log of Pod name on Node
-// nodeName, all restarts, as the kubelet wrote it.
-func podLog(c *cluster.Cluster, nodeName, name string) string {
-	files, _ := filepath.Glob(filepath.Join(c.PodLogsDir(nodeName), systemNamespace+"_"+name+"_*", "*", "*.log"))
+// podLog returns the log of pod's containers, all restarts, as its
+// Node's kubelet wrote it.
+func podLog(c *cluster.Cluster, pod *corev1.Pod) string {
+	if pod.Spec.NodeName == "" {
+		return ""
+	}
+	files, _ := filepath.Glob(filepath.Join(c.PodLogsDir(pod.Spec.NodeName), pod.Namespace+"_"+pod.Name+"_"+string(pod.UID), "*", "*.log"))
 	var b strings.Builder
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
@@ -445,9 +492,9 @@ func address(node *corev1.Node, typ corev1.NodeAddressType) string {
 	return ""
 }
 
-// dumpState logs what explains a failure: the manager's Pods, their
-// Events and logs, and the end of the kubelet's log.
-func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface, nodeName string) {
+// dumpState logs what explains a failure: the manager's Pods, the
+// Events, and the Pods' logs.
+func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface) {
 	ctx := context.Background()
 	pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
 	if err == nil {
@@ -463,7 +510,7 @@ func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface, no
 	}
 	if pods != nil {
 		for _, p := range pods.Items {
-			t.Logf("--- log of %s ---\n%s", p.Name, tail(podLog(c, nodeName, p.Name), 30))
+			t.Logf("--- log of %s ---\n%s", p.Name, tail(podLog(c, &p), 30))
 		}
 	}
 }
