@@ -3,6 +3,8 @@
 # of hack/install-e2e-deps.sh:
 #
 #   containerd and runc                 Debian packages
+#   iproute2 (ip), util-linux (nsenter) Debian packages: each test Node runs
+#                                       in a network namespace of its own
 #   kubelet, kube-controller-manager,   built from the Go module proxy at the
 #   kube-scheduler                      same version as kube-apiserver, cached in
 #     ${WASMCCM_CACHE:-$HOME/.cache/wasmccm}/node/<version>/bin/
@@ -40,7 +42,7 @@ cache_dir="$(wasmccm::cache_root)/node"
 final="$cache_dir/$KUBE_VERSION"
 bin="$final/bin"
 
-wasmccm::apt_install containerd runc
+wasmccm::apt_install containerd runc iproute2 util-linux
 
 cached=true
 for c in "${components[@]}"; do

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -65,6 +66,12 @@ func CheckNodeBinaries(binDir string) error {
 		path := filepath.Join(binDir, name)
 		if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
 			return fmt.Errorf("%s is missing or not executable: run hack/install-node-deps.sh", path)
+		}
+	}
+	// The network namespaces of the Nodes.
+	for _, tool := range []string{"ip", "nsenter"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not installed (hack/install-node-deps.sh installs it): %w", tool, err)
 		}
 	}
 	return CheckContainerd()
