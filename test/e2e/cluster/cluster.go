@@ -1,13 +1,17 @@
-// Package cluster runs a throwaway Kubernetes control plane, etcd plus
-// kube-apiserver, for end-to-end tests of the cloud controller manager.
+// Package cluster runs a throwaway Kubernetes cluster for end-to-end tests
+// of the cloud controller manager.
 //
-// Only the API server is started: no scheduler, controller manager or
-// kubelet. Node objects are created by the tests themselves, which is exactly
-// what a cloud controller manager reacts to. Everything listens on 127.0.0.1
-// with free ports and keeps its state in a temporary directory, so clusters
-// in parallel tests do not interfere.
+// By default only etcd and kube-apiserver are started: no scheduler,
+// controller manager or kubelet. Node objects are created by the tests
+// themselves, which is exactly what a cloud controller manager reacts to.
+// With Options.Nodes the cluster is a real one on this machine:
+// kube-controller-manager, kube-scheduler and, per Node, containerd and a
+// kubelet (see NodeOptions); StartContainerd runs a containerd alone.
+// Everything listens on loopback with free ports and keeps its state in a
+// temporary directory, so clusters in parallel tests do not interfere.
 //
-// The binaries are built once by hack/install-e2e-deps.sh.
+// The binaries are built once by hack/install-e2e-deps.sh and, for Nodes,
+// hack/install-node-deps.sh.
 package cluster
 
 import (

@@ -11,13 +11,11 @@
 package deploy_test
 
 import (
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,11 +25,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+	"github.com/wasmccm/wasmccm/test/e2e/manifests"
 )
 
 const (
@@ -108,29 +106,15 @@ func render(t testing.TB, module []byte, extraArgs ...string) ([]byte, error) {
 // keys are errors. Documents holding only comments are skipped.
 func decodeDocuments(t testing.TB, file string, data []byte) []manifest {
 	t.Helper()
-	var out []manifest
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		js, err := yaml.YAMLToJSONStrict(doc)
-		if err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		if string(bytes.TrimSpace(js)) == "null" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(js); err != nil {
-			t.Fatalf("%s: %v", file, err)
-		}
-		out = append(out, manifest{file: file, obj: obj})
+	objs, err := manifests.Decode(data)
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
 	}
+	out := make([]manifest, len(objs))
+	for i, obj := range objs {
+		out[i] = manifest{file: file, obj: obj}
+	}
+	return out
 }
 
 // manifestFiles lists examples/deploy/*.yaml without kustomization.yaml.

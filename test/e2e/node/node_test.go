@@ -423,7 +423,7 @@ func podLog(c *cluster.Cluster, pod *corev1.Pod) string {
 }
 
 // waitFor polls check every half second until it reports done, failing
-// the test after two minutes.
+// the test after three minutes.
 func waitFor[T any](t *testing.T, ctx context.Context, what string, check func(context.Context) (T, bool, error)) T {
 	t.Helper()
 	var got T
