@@ -125,8 +125,12 @@ state = %q
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         # cgroupfs, as the kubelet is configured: no systemd runs here.
         SystemdCgroup = false
+        # runc's state of the Pods' containers, in the directory rather
+        # than in /run/containerd/runc.
+        Root = %q
 `, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc",
-		filepath.Join(c.dir, "opt"), cri.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"))
+		filepath.Join(c.dir, "opt"), cri.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"),
+		filepath.Join(c.dir, "runc"))
 }
 
 // ctrTimeout bounds one ctr command.

@@ -237,6 +237,11 @@ func (c *Cluster) startNode(ctx context.Context, n *node, binDir, token string, 
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
 		"--root-dir=" + filepath.Join(n.dir, "root"),
+		// Its self-signed serving certificate; the default is under
+		// /var/lib/kubelet whatever --root-dir says. (The device plugin
+		// socket, /var/lib/kubelet/device-plugins/kubelet.sock, cannot be
+		// moved; nothing uses it here.)
+		"--cert-dir=" + filepath.Join(n.dir, "root", "pki"),
 		"--hostname-override=" + n.Name,
 		"--node-ip=" + n.IP,
 		// Registers the Node with the uninitialized taint, for the cloud

@@ -214,6 +214,17 @@ func TestNode(t *testing.T) {
 		if standby == "" {
 			t.Fatal("no standby replica")
 		}
+		// As `kubectl drain` does: the leader's Node is cordoned first, so
+		// that the Pod replacing the leader cannot start there and race the
+		// standby for the Lease.
+		pod, err := client.CoreV1().Pods(systemNamespace).Get(ctx, first.pod, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cordon := []byte(`{"spec":{"unschedulable":true}}`)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, pod.Spec.NodeName, types.MergePatchType, cordon, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
 		if err := client.CoreV1().Pods(systemNamespace).Delete(ctx, first.pod, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
