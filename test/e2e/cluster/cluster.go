@@ -54,9 +54,10 @@ type Cluster struct {
 	stopErr   error
 
 	// With Options.Nodes only.
-	controllerManager *process
-	scheduler         *process
-	nodes             []*node
+	controllerManager        *process
+	scheduler                *process
+	nodes                    []*node
+	removeKubeletDefaultRoot bool
 }
 
 // DefaultBinDir returns $WASMCCM_E2E_BIN if set, else the directory where

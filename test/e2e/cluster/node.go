@@ -109,11 +109,20 @@ func (c *Cluster) Leftovers() error {
 	return leftovers(c.dir)
 }
 
+// kubeletDefaultRoot is where a kubelet puts its device plugin socket
+// (device-plugins/kubelet.sock) whatever its --root-dir. Where the
+// directory did not exist before the Nodes started, stopNodes removes what
+// they created there.
+const kubeletDefaultRoot = "/var/lib/kubelet"
+
 // startNodes starts kube-controller-manager and kube-scheduler, then each
 // Node, and waits until every kubelet has registered its Node.
 func (c *Cluster) startNodes(ctx context.Context, files apiServerFiles) error {
 	opts := c.opts.Nodes
 	binDir := opts.BinDir
+	if _, err := os.Stat(kubeletDefaultRoot); errors.Is(err, os.ErrNotExist) {
+		c.removeKubeletDefaultRoot = true
+	}
 	admin := filepath.Join(c.dir, "admin.kubeconfig")
 	if err := c.WriteKubeconfig(admin); err != nil {
 		return err
@@ -307,6 +316,15 @@ func (c *Cluster) stopNodes() error {
 	errs = append(errs, c.scheduler.stop(), c.controllerManager.stop())
 	if len(c.nodes) > 0 {
 		errs = append(errs, removeLinksInto(containerLogLinks, c.dir))
+	}
+	if c.removeKubeletDefaultRoot {
+		// Only what the kubelets create there: removing a directory that
+		// is not empty fails, and then it stays.
+		for _, path := range []string{"device-plugins/kubelet.sock", "device-plugins", ""} {
+			if err := os.Remove(filepath.Join(kubeletDefaultRoot, path)); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
