@@ -1,14 +1,16 @@
-// Package node_test runs the manager the way its users do: on a Node
-// registered by a real kubelet with --cloud-provider=external, installed
-// from examples/deploy as a Deployment whose Pods containerd starts from
-// the image `make image` builds, against the simulated cloud. It checks
-// what only a real node shows: the kubelet's uninitialized taint, the
-// kubelet's own updates of the module ConfigMap volume (and their delay),
-// the container image, and leader election between Pods.
+// Package node_test runs the manager the way its users do: on two Nodes
+// registered by real kubelets with --cloud-provider=external, installed
+// from examples/deploy as a two-replica Deployment whose Pods containerd
+// starts from the image `make image` builds, against the simulated cloud.
+// It checks what only real nodes show: the kubelet's uninitialized taint,
+// the kubelet's own updates of the module ConfigMap volume (and their
+// delay), the container image, and leader election between Pods on
+// different Nodes.
 //
 // It needs root, containerd and runc, and the kubelet, kube-controller-
-// manager and kube-scheduler of hack/install-node-deps.sh; without them it
-// is skipped, or fails under WASMCCM_E2E=1, as in CI.
+// manager and kube-scheduler of hack/install-node-deps.sh (package cluster
+// starts them); without them it is skipped, or fails under WASMCCM_E2E=1,
+// as in CI.
 package node_test
 
 import (
@@ -52,7 +54,6 @@ const (
 	systemNamespace = "kube-system"
 	deploymentName  = "wasm-cloud-controller-manager"
 	leaseName       = "cloud-controller-manager"
-	moduleConfigMap = "wasm-provider-module"
 	moduleKey       = "simcloud.wasm.gz"
 	podLabel        = "app.kubernetes.io/name=wasm-cloud-controller-manager"
 
@@ -200,6 +201,24 @@ func TestNode(t *testing.T) {
 			}
 		}
 		t.Logf("Nodes initialized %v after the install", time.Since(installed).Round(time.Second))
+	})
+
+	t.Run("each Node's Pod CIDR is routed to its instance", func(t *testing.T) {
+		for _, n := range testNodes {
+			node, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if node.Spec.PodCIDR == "" {
+				t.Fatalf("Node %s has no Pod CIDR from kube-controller-manager", n.Name)
+			}
+			waitFor(t, ctx, "a route of "+node.Spec.PodCIDR+" to "+n.instance.ID, func(context.Context) (struct{}, bool, error) {
+				return struct{}{}, slices.ContainsFunc(cloud.Routes(), func(r simcloud.Route) bool {
+					return r.DestinationCIDR == node.Spec.PodCIDR && r.TargetInstance == n.instance.ID
+				}), nil
+			})
+		}
+		t.Logf("routes in service %v after the install", time.Since(installed).Round(time.Second))
 	})
 
 	t.Run("a LoadBalancer Service gets its address", func(t *testing.T) {
