@@ -102,6 +102,27 @@ func (c *Cluster) KubeletRootDir(name string) string {
 	return filepath.Join(c.dir, "nodes", name, "root")
 }
 
+// NodeLogTails returns the end of the logs of kube-controller-manager,
+// kube-scheduler and each Node's containerd and kubelet, for a failing
+// test to print before Stop removes them.
+func (c *Cluster) NodeLogTails() string {
+	procs := []*process{c.controllerManager, c.scheduler}
+	for _, n := range c.nodes {
+		if n.containerd != nil {
+			procs = append(procs, n.containerd.proc)
+		}
+		procs = append(procs, n.kubelet)
+	}
+	var b strings.Builder
+	for _, p := range procs {
+		if p != nil {
+			b.WriteString(p.logTail())
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
 // Leftovers reports what a stopped cluster left behind: processes that
 // refer to its directory by command line or root (daemons, shims,
 // containers) and mounts below it. It is how tests check Stop.

@@ -523,7 +523,7 @@ func address(node *corev1.Node, typ corev1.NodeAddressType) string {
 }
 
 // dumpState logs what explains a failure: the manager's Pods, the
-// Events, and the Pods' logs.
+// Events, the Pods' logs and those of the Nodes' daemons.
 func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface) {
 	ctx := context.Background()
 	pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{})
@@ -543,6 +543,7 @@ func dumpState(t *testing.T, c *cluster.Cluster, client kubernetes.Interface) {
 			t.Logf("--- log of %s ---\n%s", p.Name, tail(podLog(c, &p), 30))
 		}
 	}
+	t.Log(c.NodeLogTails())
 }
 
 func tail(s string, n int) string {
