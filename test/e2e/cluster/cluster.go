@@ -31,6 +31,9 @@ import (
 // It matches the k8s.io/* library versions in go.mod.
 const KubeVersion = "v1.36.3"
 
+// dirPrefix names the temporary directory of each cluster.
+const dirPrefix = "wasmccm-e2e-cluster-"
+
 // Options configures Start.
 type Options struct {
 	// BinDir holds the kube-apiserver and etcd binaries. Empty means
@@ -112,8 +115,11 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 		opts.Nodes = &nodes
+		if err := sweepStale(); err != nil {
+			return nil, err
+		}
 	}
-	dir, err := os.MkdirTemp("", "wasmccm-e2e-cluster-")
+	dir, err := os.MkdirTemp("", dirPrefix)
 	if err != nil {
 		return nil, err
 	}

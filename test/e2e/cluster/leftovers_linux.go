@@ -43,23 +43,14 @@ func removeLinksInto(dir, target string) error {
 // path unique to one test directory, and waits until they are gone. It is
 // how the detached containerd shims of a test containerd are found.
 func killReferencing(s string) error {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return err
-	}
 	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !bytes.Contains(cmdline, []byte(s)) {
-			continue
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err == nil {
+	err := eachProcess(func(pid int, cmdline []byte) {
+		if bytes.Contains(cmdline, []byte(s)) && syscall.Kill(pid, syscall.SIGKILL) == nil {
 			pids = append(pids, pid)
 		}
+	})
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(stopGrace)
 	for _, pid := range pids {
@@ -68,6 +59,26 @@ func killReferencing(s string) error {
 				return fmt.Errorf("process %d (referencing %s) survived SIGKILL", pid, s)
 			}
 			time.Sleep(pollInterval)
+		}
+	}
+	return nil
+}
+
+// eachProcess calls fn with the ID and command line (arguments separated
+// by NUL bytes) of every process but this one.
+func eachProcess(fn func(pid int, cmdline []byte)) error {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		// A process that has just exited has no command line any more.
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline")); err == nil {
+			fn(pid, cmdline)
 		}
 	}
 	return nil
@@ -157,20 +168,14 @@ func removeUnmounted(dir string) error {
 // in dir, and mounts below it.
 func leftovers(dir string) error {
 	var errs []error
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		cmdline, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		root, _ := os.Readlink(filepath.Join("/proc", e.Name(), "root"))
+	err := eachProcess(func(pid int, cmdline []byte) {
+		root, _ := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "root"))
 		if bytes.Contains(cmdline, []byte(dir)) || strings.HasPrefix(root, dir+"/") {
 			errs = append(errs, fmt.Errorf("process %d still runs: %s (root %s)", pid, bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '}), root))
 		}
+	})
+	if err != nil {
+		return err
 	}
 	points, err := mountsUnder(dir)
 	if err != nil {
