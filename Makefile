@@ -42,9 +42,9 @@ image: ## Build the manager image (linux/amd64 + arm64, no Docker) as an OCI lay
 modules: ## Build the simcloud and hcloud provider modules with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/simcloud-go.wasm $(MODULE_PKG)
-	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $(BIN)/simcloud-tinygo.wasm $(MODULE_PKG)
+	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/simcloud-tinygo.wasm $(MODULE_PKG)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/hcloud-go.wasm ./modules/hcloud/module
-	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -no-debug -opt=2 -o $(BIN)/hcloud-tinygo.wasm ./modules/hcloud/module
+	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/hcloud-tinygo.wasm ./modules/hcloud/module
 	gzip -9 -k -f $(BIN)/simcloud-go.wasm $(BIN)/simcloud-tinygo.wasm $(BIN)/hcloud-go.wasm $(BIN)/hcloud-tinygo.wasm
 	@ls -l $(BIN)/*.wasm $(BIN)/*.wasm.gz
 

@@ -94,7 +94,7 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	key, err := cacheKey(root, pkgDir, tc, cmdName)
+	key, err := cacheKey(root, pkgDir, tc, cmdName, args)
 	if err != nil {
 		return "", err
 	}
@@ -127,21 +127,24 @@ func command(tc Toolchain) (name string, args, env []string, err error) {
 		if err != nil {
 			return "", nil, nil, err
 		}
-		return path, []string{"build", "-buildmode=c-shared", "-scheduler=none", "-no-debug", "-opt=2"}, nil, nil
+		// -gc=leaking: no collector; the host's recycling reclaims the
+		// memory (modules/README.md explains the trade).
+		return path, []string{"build", "-buildmode=c-shared", "-scheduler=none", "-gc=leaking", "-no-debug", "-opt=2"}, nil, nil
 	}
 	return "", nil, nil, fmt.Errorf("unknown toolchain %q", tc)
 }
 
-// cacheKey hashes the toolchain's identity and every Go source file of the
-// tree that the package can depend on: abi/, modules/ (the SDK module included)
-// and the package itself. Hashing a little too much is cheap; a stale module is not.
-func cacheKey(root, pkgDir string, tc Toolchain, cmdName string) (string, error) {
+// cacheKey hashes the toolchain's identity, the flags it is given and every
+// Go source file of the tree that the package can depend on: abi/, modules/
+// (the SDK module included) and the package itself. Hashing a little too
+// much is cheap; a stale module is not.
+func cacheKey(root, pkgDir string, tc Toolchain, cmdName string, args []string) (string, error) {
 	h := sha256.New()
 	version, err := exec.Command(cmdName, "version").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s version: %v: %s", cmdName, err, version)
 	}
-	fmt.Fprintf(h, "%s\n%s\n%s\n", tc, version, pkgDir)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%q\n", tc, version, pkgDir, args)
 	var files []string
 	for _, dir := range []string{filepath.Join(root, "abi"), filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
 		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {

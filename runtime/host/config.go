@@ -31,7 +31,11 @@ type Config struct {
 	// memory: after a call, an instance whose memory is larger is closed
 	// and replaced off the call path. Guest heaps (Go's, TinyGo's) never
 	// shrink, so without it every instance would keep the largest heap
-	// any call ever needed. Default: a quarter of MemoryLimitPages.
+	// any call ever needed; and a module built without a collector (TinyGo
+	// with -gc=leaking, as recommended) frees nothing, so for it recycling
+	// is what reclaims memory, and one call may allocate at most
+	// MemoryLimitPages - RecycleAbovePages. Default: a quarter of
+	// MemoryLimitPages.
 	RecycleAbovePages uint32
 
 	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;

@@ -217,8 +217,9 @@ func TestFailuresReplaceInstance(t *testing.T) {
 			}{
 				{"trap", abi.ExportInstanceExists, []string{ReasonTrap}},
 				{"loop", abi.ExportInstanceExists, []string{ReasonTimeout}},
-				// Growing to the cap traps; TinyGo's collector may instead
-				// still be scanning when the deadline passes.
+				// Growing to the cap traps; a TinyGo module built with its
+				// collector may instead still be scanning when the deadline
+				// passes.
 				{"oom", abi.ExportInstanceExists, []string{ReasonTrap, ReasonTimeout}},
 				{"big", abi.ExportInstanceMetadata, []string{ReasonABIViolation}},
 			}

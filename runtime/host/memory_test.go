@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
 
@@ -144,6 +146,50 @@ func TestGuestMemoryBudget(t *testing.T) {
 	}
 	if fig.SettledMiB >= 100 || fig.ReleaseSeconds > 4 {
 		t.Errorf("RSS %.0f MiB %.2f s after the instances were replaced, want under 100 MiB within 4 s", fig.SettledMiB, fig.ReleaseSeconds)
+	}
+}
+
+// TestGarbageIsReclaimed: calls that each leave 6 MiB of garbage, 240 MiB
+// in all on a module capped at 32 MiB, all succeed, and no instance the
+// pool keeps is past the high-water mark. TinyGo modules are built without
+// a collector (-gc=leaking, internal/wasmbuild), so for them recycling is
+// what reclaims memory: with it turned off the same calls run out of
+// memory. Standard Go modules collect their own garbage either way.
+func TestGarbageIsReclaimed(t *testing.T) {
+	const limitPages, calls = 512, 40 // 32 MiB; the mark defaults to 8 MiB
+	for _, tc := range toolchains(t) {
+		for _, recycling := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/recycling=%v", tc, recycling), func(t *testing.T) {
+				f := newFixture(t, tc, func(c *Config) {
+					c.PoolSize = 1
+					c.MemoryLimitPages = limitPages
+					if !recycling {
+						c.RecycleAbovePages = limitPages
+					}
+				})
+				mark := uint64(f.mod.cfg.RecycleAbovePages) * wasmPageSize
+				var err error
+				for i := 0; i < calls && err == nil; i++ {
+					err = f.mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "garbage-6"}, new(abi.Bool))
+					f.mod.pool.mu.Lock()
+					for _, inst := range f.mod.pool.idle {
+						if size := uint64(inst.mem.Size()); recycling && size > mark {
+							t.Errorf("call %d: the pool kept an instance of %d MiB, past the %d MiB mark", i, size>>20, mark>>20)
+						}
+					}
+					f.mod.pool.mu.Unlock()
+				}
+				var failure *FailureError
+				switch {
+				case recycling || tc == wasmbuild.Go:
+					if err != nil {
+						t.Fatalf("%d calls of 6 MiB each on a 32 MiB module: %v", calls, err)
+					}
+				case !errors.As(err, &failure) || failure.Reason != ReasonTrap:
+					t.Fatalf("without recycling, a module without a collector served %d calls of 6 MiB each on 32 MiB (err = %v); the test no longer shows what recycling does", calls, err)
+				}
+			})
+		}
 	}
 }
 

@@ -64,7 +64,9 @@ type LimitsConfig struct {
 	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
 	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
 	// RecycleAboveMiB replaces, after its call, an instance whose linear
-	// memory grew past it. Default: a quarter of memoryLimitMiB.
+	// memory grew past it. Default: a quarter of memoryLimitMiB. A module
+	// built without a garbage collector (TinyGo's -gc=leaking) is reclaimed
+	// only this way: one call may allocate memoryLimitMiB - RecycleAboveMiB.
 	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
 	// FitPoolToMemory lowers poolSize at start until the memory budget
 	// fits the container's limit, instead of refusing to start.

@@ -1,6 +1,6 @@
 // Command module is the Hetzner Cloud provider as a wasmccm module:
 //
-//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o hcloud.wasm ./modules/hcloud/module
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o hcloud.wasm ./modules/hcloud/module
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hcloud.wasm ./modules/hcloud/module
 //
 // It supports InstancesV2, LoadBalancer and Routes.

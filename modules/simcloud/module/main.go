@@ -1,7 +1,7 @@
 // Command module is the simcloud provider as a wasmccm module:
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o simcloud.wasm ./modules/simcloud/module
-//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o simcloud.wasm ./modules/simcloud/module
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o simcloud.wasm ./modules/simcloud/module
 //
 // It supports InstancesV2, LoadBalancer, Routes and Zones.
 package main

@@ -27,6 +27,7 @@ type provider struct {
 	baseURL string
 	routes  []abi.Route
 	hog     [][]byte
+	scratch []byte
 }
 
 func init() {
@@ -66,6 +67,16 @@ func (p *provider) misbehave(name string) {
 		for i := 0; i < 10000; i++ {
 			p.host.Log(abi.LogError, "flood")
 		}
+	}
+	// "garbage-N": N MiB of short-lived allocations, dropped before the
+	// call returns, as decoding a large request or response leaves.
+	if n, ok := strings.CutPrefix(name, "garbage-"); ok {
+		mib, _ := strconv.Atoi(n)
+		for i := 0; i < mib*16; i++ {
+			p.scratch = make([]byte, 64<<10)
+			p.scratch[len(p.scratch)-1] = byte(i)
+		}
+		p.scratch = nil
 	}
 	// "http-flood-N": N requests, each to a different host name that is
 	// not allowed, as a module fishing for unbounded host state would.
