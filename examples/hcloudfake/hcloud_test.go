@@ -231,7 +231,7 @@ func TestFaultsAndErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.fault.Name, tt.fault.PathPrefix = tt.name, "/v1/servers"
-			if err := cloud.Faults.Add(tt.fault); err != nil {
+			if _, err := cloud.Faults.Add(tt.fault); err != nil {
 				t.Fatal(err)
 			}
 			defer cloud.Faults.Remove(tt.name)
@@ -245,20 +245,20 @@ func TestFaultsAndErrors(t *testing.T) {
 		})
 	}
 	// hcloud-go retries rate_limit_exceeded: one 429 is then invisible.
-	if err := cloud.Faults.Add(faultinject.Fault{Name: "once", PathPrefix: "/v1/servers", Status: 429, FailNext: 1}); err != nil {
+	if _, err := cloud.Faults.Add(faultinject.Fault{Name: "once", PathPrefix: "/v1/servers", Status: 429, FailNext: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := client.Server.GetByName(ctx, "x"); err != nil {
 		t.Fatalf("after one 429 the retry should succeed: %v", err)
 	}
 	// Latency longer than the caller's deadline is a timeout.
-	_ = cloud.Faults.Add(faultinject.Fault{Name: "slow", PathPrefix: "/v1/servers", Latency: time.Second})
+	_, _ = cloud.Faults.Add(faultinject.Fault{Name: "slow", PathPrefix: "/v1/servers", Latency: time.Second})
 	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	if _, _, err := client.Server.GetByName(short, "x"); err == nil {
 		t.Fatal("a request slower than the deadline succeeded")
 	}
-	if err := cloud.Faults.Add(faultinject.Fault{Name: "bad", Status: 302}); err == nil {
+	if _, err := cloud.Faults.Add(faultinject.Fault{Name: "bad", Status: 302}); err == nil {
 		t.Fatal("a fault with status 302 was accepted")
 	}
 }

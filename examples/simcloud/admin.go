@@ -25,7 +25,7 @@ func (c *Cloud) State() State {
 		LoadBalancers: c.loadBalancersLocked(),
 		Routes:        c.routesLocked(),
 		Zones:         c.zonesLocked(),
-		Faults:        append([]Fault{}, c.faults...),
+		Faults:        c.Faults(),
 		Global:        c.global,
 	}
 }

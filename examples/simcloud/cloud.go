@@ -4,12 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/wasmccm/wasmccm/examples/faultinject"
 )
 
 // DefaultZones are used when Options.Zones is empty.
@@ -75,10 +76,8 @@ type Cloud struct {
 	seqLB     int
 	seqRoute  int
 	seqAddr   int
-	seqFault  int
 	nextIP    netip.Addr
-	faults    []Fault
-	rng       *rand.Rand
+	faults    faultinject.Set
 	global    Global
 	bucket    tokenBucket
 	counters  Counters
@@ -136,10 +135,9 @@ func (c *Cloud) resetLocked() error {
 	c.instances = map[string]Instance{}
 	c.lbs = map[string]LoadBalancer{}
 	c.routes = map[string]Route{}
-	c.seqInst, c.seqLB, c.seqRoute, c.seqAddr, c.seqFault = 0, 0, 0, 0, 0
+	c.seqInst, c.seqLB, c.seqRoute, c.seqAddr = 0, 0, 0, 0
 	c.nextIP = c.pool.first
-	c.faults = nil
-	c.rng = rand.New(rand.NewPCG(c.opts.Seed, c.opts.Seed^0x9e3779b97f4a7c15))
+	c.faults.Reset(c.opts.Seed)
 	c.global = c.global0
 	c.bucket.reset(c.global, time.Now())
 	c.counters = newCounters()
@@ -645,53 +643,33 @@ func (c *Cloud) routesLocked() []Route {
 // SetFault adds f, or replaces the fault with the same name, and returns it
 // with defaults applied. New faults are evaluated after existing ones.
 func (c *Cloud) SetFault(f Fault) (Fault, error) {
-	f, err := f.normalize()
-	if err != nil {
+	if err := f.check(); err != nil {
 		return Fault{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if f.Name == "" {
-		for {
-			c.seqFault++
-			f.Name = fmt.Sprintf("fault-%d", c.seqFault)
-			if slices.IndexFunc(c.faults, func(o Fault) bool { return o.Name == f.Name }) < 0 {
-				break
-			}
-		}
+	added, err := c.faults.Add(faultinject.Fault(f))
+	if err != nil {
+		return Fault{}, errorf(ErrInvalid, "%v", err)
 	}
-	if i := slices.IndexFunc(c.faults, func(o Fault) bool { return o.Name == f.Name }); i >= 0 {
-		c.faults[i] = f
-	} else {
-		c.faults = append(c.faults, f)
-	}
-	return f, nil
+	return Fault(added), nil
 }
 
 // Faults returns the active faults in evaluation order; FailNext shows the
 // remaining count.
 func (c *Cloud) Faults() []Fault {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]Fault{}, c.faults...)
+	faults := c.faults.Faults()
+	out := make([]Fault, len(faults))
+	for i, f := range faults {
+		out[i] = Fault(f)
+	}
+	return out
 }
 
 // ClearFault removes the named fault and reports whether it existed.
-func (c *Cloud) ClearFault(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := len(c.faults)
-	c.faults = slices.DeleteFunc(c.faults, func(f Fault) bool { return f.Name == name })
-	return len(c.faults) != n
-}
+func (c *Cloud) ClearFault(name string) bool { return c.faults.Remove(name) }
 
 // ClearFaults removes all faults. The global latency and rate limit are
 // kept; see SetGlobal.
-func (c *Cloud) ClearFaults() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.faults = nil
-}
+func (c *Cloud) ClearFaults() { c.faults.Clear() }
 
 // SetGlobal replaces the global latency and rate limit. The rate limit
 // bucket starts full.

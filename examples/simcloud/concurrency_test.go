@@ -60,7 +60,7 @@ func TestConcurrentMixed(t *testing.T) {
 	}
 	wg.Go(func() {
 		for i := range 30 {
-			e.cloud.SetFault(Fault{Name: "noop", Endpoint: "GET /v1/zones", Latency: 0})
+			e.cloud.SetFault(Fault{Name: "noop", Route: "GET /v1/zones", Latency: 0})
 			e.cloud.Counters()
 			e.cloud.LoadBalancers()
 			e.cloud.Routes()

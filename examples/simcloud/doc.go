@@ -19,5 +19,5 @@
 //	srv := httptest.NewServer(cloud.Handler())
 //	defer srv.Close()
 //	cloud.AddInstance(simcloud.Instance{Name: "node-a"})
-//	cloud.SetFault(simcloud.Fault{Endpoint: "POST /v1/loadbalancers", FailNext: 1})
+//	cloud.SetFault(simcloud.Fault{Route: "POST /v1/loadbalancers", FailNext: 1})
 package simcloud

@@ -8,45 +8,24 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/wasmccm/wasmccm/examples/faultinject"
 )
 
-// Fault makes matching /v1 requests slow or failing. A request matches when
-// every non-empty selector (Endpoint, Method, Resource) matches it.
+// Fault makes matching /v1 requests slow or failing. It is a
+// faultinject.Fault, the mechanism the project's fake APIs share, with
+// simcloud's admin API wire format and checks: Route must be one of
+// Endpoints() (the JSON field "endpoint"), PathPrefix "/v1/" followed by
+// a resource, "instances", "loadbalancers", "routes" or "zones" (the JSON
+// field "resource"), and Method GET, POST, PUT or DELETE.
 //
 // Faults exist so that tests can reproduce the failure modes of real cloud
 // APIs (slowness, transient 5xx, throttling, and a write that succeeded but
 // whose response was lost) deterministically.
-type Fault struct {
-	// Name identifies the fault; setting a fault with an existing name
-	// replaces it. Generated ("fault-1", ...) when empty.
-	Name string `json:"name"`
+type Fault faultinject.Fault
 
-	// Endpoint is an exact /v1 route pattern such as
-	// "POST /v1/loadbalancers" or "GET /v1/instances/{id}".
-	Endpoint string `json:"endpoint,omitempty"`
-	// Method is an HTTP method such as "DELETE".
-	Method string `json:"method,omitempty"`
-	// Resource is "instances", "loadbalancers", "routes" or "zones".
-	Resource string `json:"resource,omitempty"`
-
-	// Latency delays every matching request.
-	Latency time.Duration `json:"-"`
-	// FailNext fails the next N matching requests; it counts down.
-	FailNext int `json:"failNext,omitempty"`
-	// ErrorRate fails each matching request with this probability
-	// (0..1), drawn from the cloud's seeded RNG so runs are repeatable.
-	ErrorRate float64 `json:"errorRate,omitempty"`
-	// Status is the status of injected failures: 429 or 500-599.
-	// Defaults to 503.
-	Status int `json:"status,omitempty"`
-	// RetryAfter, in seconds, is sent as a Retry-After header on injected
-	// failures when positive. Defaults to 1 for Status 429.
-	RetryAfter int `json:"retryAfter,omitempty"`
-	// AfterCommit lets the request take effect and then replaces its
-	// response with the failure, simulating a lost response.
-	AfterCommit bool `json:"afterCommit,omitempty"`
-}
-
+// faultJSON is the admin API's form of a Fault: simcloud's selector names,
+// and the latency as a Go duration string.
 type faultJSON struct {
 	Name        string  `json:"name"`
 	Endpoint    string  `json:"endpoint,omitempty"`
@@ -54,22 +33,24 @@ type faultJSON struct {
 	Resource    string  `json:"resource,omitempty"`
 	Latency     string  `json:"latency,omitempty"`
 	FailNext    int     `json:"failNext,omitempty"`
+	Always      bool    `json:"always,omitempty"`
 	ErrorRate   float64 `json:"errorRate,omitempty"`
 	Status      int     `json:"status,omitempty"`
 	RetryAfter  int     `json:"retryAfter,omitempty"`
 	AfterCommit bool    `json:"afterCommit,omitempty"`
 }
 
-// MarshalJSON encodes Latency as a Go duration string ("250ms").
+// MarshalJSON encodes f in the admin API's wire format.
 func (f Fault) MarshalJSON() ([]byte, error) {
-	j := faultJSON{f.Name, f.Endpoint, f.Method, f.Resource, "", f.FailNext, f.ErrorRate, f.Status, f.RetryAfter, f.AfterCommit}
+	j := faultJSON{f.Name, f.Route, f.Method, strings.TrimPrefix(f.PathPrefix, resourcePrefix), "",
+		f.FailNext, f.Always, f.ErrorRate, f.Status, f.RetryAfter, f.AfterCommit}
 	if f.Latency != 0 {
 		j.Latency = f.Latency.String()
 	}
 	return json.Marshal(j)
 }
 
-// UnmarshalJSON decodes Latency from a Go duration string ("250ms").
+// UnmarshalJSON decodes f from the admin API's wire format.
 func (f *Fault) UnmarshalJSON(b []byte) error {
 	var j faultJSON
 	if err := strictUnmarshal(b, &j); err != nil {
@@ -79,7 +60,12 @@ func (f *Fault) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return err
 	}
-	*f = Fault{j.Name, j.Endpoint, j.Method, j.Resource, d, j.FailNext, j.ErrorRate, j.Status, j.RetryAfter, j.AfterCommit}
+	*f = Fault{Name: j.Name, Route: j.Endpoint, Method: j.Method, Latency: d,
+		FailNext: j.FailNext, Always: j.Always, ErrorRate: j.ErrorRate, Status: j.Status,
+		RetryAfter: j.RetryAfter, AfterCommit: j.AfterCommit}
+	if j.Resource != "" {
+		f.PathPrefix = resourcePrefix + j.Resource
+	}
 	return nil
 }
 
@@ -150,53 +136,34 @@ func (g Global) normalize() (Global, error) {
 	return g, nil
 }
 
+// resourcePrefix is what PathPrefix holds before a resource name.
+const resourcePrefix = "/v1/"
+
 var (
 	resources = []string{"instances", "loadbalancers", "routes", "zones"}
 	methods   = []string{"GET", "POST", "PUT", "DELETE"}
 )
 
-func (f Fault) normalize() (Fault, error) {
-	f.Method = strings.ToUpper(f.Method)
-	if f.Endpoint != "" && !slices.Contains(apiPatterns, f.Endpoint) {
-		return f, errorf(ErrInvalid, "unknown endpoint %q (want one of %s)", f.Endpoint, strings.Join(apiPatterns, ", "))
+// check reports what simcloud rejects beyond faultinject's own checks:
+// selectors naming no simcloud route, resource or method, and names
+// outside the resource name rules.
+func (f Fault) check() error {
+	if f.Route != "" && !slices.Contains(apiPatterns, f.Route) {
+		return errorf(ErrInvalid, "unknown endpoint %q (want one of %s)", f.Route, strings.Join(apiPatterns, ", "))
 	}
-	if f.Method != "" && !slices.Contains(methods, f.Method) {
-		return f, errorf(ErrInvalid, "unknown method %q (want one of %s)", f.Method, strings.Join(methods, ", "))
+	if m := strings.ToUpper(f.Method); m != "" && !slices.Contains(methods, m) {
+		return errorf(ErrInvalid, "unknown method %q (want one of %s)", f.Method, strings.Join(methods, ", "))
 	}
-	if f.Resource != "" && !slices.Contains(resources, f.Resource) {
-		return f, errorf(ErrInvalid, "unknown resource %q (want one of %s)", f.Resource, strings.Join(resources, ", "))
+	if f.PathPrefix != "" {
+		resource, ok := strings.CutPrefix(f.PathPrefix, resourcePrefix)
+		if !ok || !slices.Contains(resources, resource) {
+			return errorf(ErrInvalid, "unknown resource %q (want one of %s)", resource, strings.Join(resources, ", "))
+		}
 	}
 	if f.Name != "" && !validName(f.Name) {
-		return f, errorf(ErrInvalid, "invalid fault name %q", f.Name)
+		return errorf(ErrInvalid, "invalid fault name %q", f.Name)
 	}
-	if f.Latency < 0 {
-		return f, errorf(ErrInvalid, "latency must not be negative")
-	}
-	if f.FailNext < 0 {
-		return f, errorf(ErrInvalid, "failNext must not be negative")
-	}
-	if !(f.ErrorRate >= 0 && f.ErrorRate <= 1) {
-		return f, errorf(ErrInvalid, "errorRate must be between 0 and 1")
-	}
-	if f.Status == 0 {
-		f.Status = 503
-	}
-	if f.Status != 429 && (f.Status < 500 || f.Status > 599) {
-		return f, errorf(ErrInvalid, "status must be 429 or 500-599, got %d", f.Status)
-	}
-	if f.RetryAfter < 0 {
-		return f, errorf(ErrInvalid, "retryAfter must not be negative")
-	}
-	if f.Status == 429 && f.RetryAfter == 0 {
-		f.RetryAfter = 1
-	}
-	return f, nil
-}
-
-func (f *Fault) matches(pattern, method, resource string) bool {
-	return (f.Endpoint == "" || f.Endpoint == pattern) &&
-		(f.Method == "" || f.Method == method) &&
-		(f.Resource == "" || f.Resource == resource)
+	return nil
 }
 
 // tokenBucket is a classic token bucket; rate 0 disables it.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,7 +14,7 @@ import (
 
 func TestFaultFailNext(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	f, err := e.cloud.SetFault(Fault{Endpoint: "POST /v1/loadbalancers", FailNext: 2})
+	f, err := e.cloud.SetFault(Fault{Route: "POST /v1/loadbalancers", FailNext: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,16 +51,16 @@ func TestFaultSelectors(t *testing.T) {
 		fails []string // "METHOD path" requests expected to fail
 		pass  []string
 	}{
-		{"endpoint", Fault{Endpoint: "GET /v1/instances/{id}"},
+		{"endpoint", Fault{Route: "GET /v1/instances/{id}"},
 			[]string{"GET /v1/instances/i-0001", "GET /v1/instances/i-0404"},
 			[]string{"GET /v1/instances", "GET /v1/zones"}},
 		{"method", Fault{Method: "delete"},
 			[]string{"DELETE /v1/loadbalancers/x", "DELETE /v1/routes/x"},
 			[]string{"GET /v1/loadbalancers/x", "POST /v1/routes"}},
-		{"resource", Fault{Resource: "routes"},
+		{"resource", Fault{PathPrefix: "/v1/routes"},
 			[]string{"GET /v1/routes", "POST /v1/routes", "DELETE /v1/routes/x"},
 			[]string{"GET /v1/loadbalancers", "GET /v1/instances"}},
-		{"method and resource", Fault{Method: "GET", Resource: "loadbalancers"},
+		{"method and resource", Fault{Method: "GET", PathPrefix: "/v1/loadbalancers"},
 			[]string{"GET /v1/loadbalancers", "GET /v1/loadbalancers/x"},
 			[]string{"DELETE /v1/loadbalancers/x", "GET /v1/routes"}},
 		{"everything", Fault{},
@@ -111,7 +112,7 @@ func TestFaultThrottle(t *testing.T) {
 	}
 
 	// Replacing by name, with an explicit Retry-After on a 500.
-	r = e.admin("POST", "/admin/faults", Fault{Name: "throttle", Resource: "instances", FailNext: 1, Status: 500, RetryAfter: 7})
+	r = e.admin("POST", "/admin/faults", Fault{Name: "throttle", PathPrefix: "/v1/instances", FailNext: 1, Status: 500, RetryAfter: 7})
 	expectStatus(t, r, 200)
 	if n := len(e.cloud.Faults()); n != 1 {
 		t.Fatalf("%d faults after replace", n)
@@ -127,7 +128,7 @@ func TestFaultThrottle(t *testing.T) {
 func TestFaultErrorRateDeterministic(t *testing.T) {
 	run := func(seed uint64) string {
 		c := New(Options{Seed: seed})
-		if _, err := c.SetFault(Fault{Resource: "zones", ErrorRate: 0.5}); err != nil {
+		if _, err := c.SetFault(Fault{PathPrefix: "/v1/zones", ErrorRate: 0.5}); err != nil {
 			t.Fatal(err)
 		}
 		h := c.Handler()
@@ -167,7 +168,7 @@ func TestFaultErrorRateDeterministic(t *testing.T) {
 
 func TestFaultLatency(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	e.cloud.SetFault(Fault{Endpoint: "GET /v1/zones", Latency: 40 * time.Millisecond})
+	e.cloud.SetFault(Fault{Route: "GET /v1/zones", Latency: 40 * time.Millisecond})
 	start := time.Now()
 	expectStatus(t, e.api("GET", "/v1/zones", nil), 200)
 	if d := time.Since(start); d < 40*time.Millisecond {
@@ -181,7 +182,7 @@ func TestFaultLatency(t *testing.T) {
 
 	// A client giving up during the delay is counted as a request without
 	// a status.
-	e.cloud.SetFault(Fault{Endpoint: "GET /v1/zones", Latency: 5 * time.Second})
+	e.cloud.SetFault(Fault{Route: "GET /v1/zones", Latency: 5 * time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, "GET", e.srv.URL+"/v1/zones", nil)
@@ -206,7 +207,7 @@ func TestFaultLatency(t *testing.T) {
 // created, the client sees a 503, and its retry gets a 409 it must handle.
 func TestFaultAfterCommit(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	e.cloud.SetFault(Fault{Endpoint: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true})
+	e.cloud.SetFault(Fault{Route: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true})
 	expectStatus(t, e.api("POST", "/v1/loadbalancers", lbBody("lb")), 503)
 	if _, ok := e.cloud.LoadBalancer("lb"); !ok {
 		t.Fatal("after-commit fault did not commit")
@@ -283,6 +284,45 @@ func TestFaultValidation(t *testing.T) {
 	}
 	if n := len(e.cloud.Faults()); n != 0 {
 		t.Fatalf("%d faults set by invalid requests", n)
+	}
+}
+
+// TestFaultWireFormat: the admin API keeps simcloud's selector names
+// ("endpoint" for Route, "resource" for a PathPrefix under /v1/) and
+// duration strings, and rejects in Go what it could not show on the wire.
+func TestFaultWireFormat(t *testing.T) {
+	e := newTestEnv(t, Options{})
+	in := `{"name":"x","endpoint":"GET /v1/zones","method":"get","resource":"zones","latency":"1.5s","always":true,"status":401}`
+	r := e.admin("POST", "/admin/faults", in)
+	expectStatus(t, r, 200)
+	want := `{"name":"x","endpoint":"GET /v1/zones","method":"GET","resource":"zones","latency":"1.5s","always":true,"status":401}`
+	if got := strings.TrimSpace(string(r.body)); got != want {
+		t.Fatalf("POST answered\n%s\nwant\n%s", got, want)
+	}
+	f := e.cloud.Faults()[0]
+	if f.Route != "GET /v1/zones" || f.PathPrefix != "/v1/zones" || f.Latency != 1500*time.Millisecond || !f.Always {
+		t.Fatalf("decoded %+v", f)
+	}
+	if got := strings.TrimSpace(string(e.admin("GET", "/admin/faults", nil).body)); got != "["+want+"]" {
+		t.Fatalf("GET /admin/faults: %s", got)
+	}
+
+	for _, tt := range []struct {
+		name  string
+		fault Fault
+		want  string
+	}{
+		{"path prefix outside /v1", Fault{PathPrefix: "/admin"}, "unknown resource"},
+		{"path prefix below a resource", Fault{PathPrefix: "/v1/loadbalancers/web"}, "unknown resource"},
+		{"catch-all route", Fault{Route: "/v1/"}, "unknown endpoint"},
+		{"status 400", Fault{Status: 400}, "status must be 401, 429 or 500-599"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := e.cloud.SetFault(tt.fault)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want ErrInvalid mentioning %q", err, tt.want)
+			}
+		})
 	}
 }
 
@@ -390,7 +430,7 @@ func TestGlobalLatencyAndAdmin(t *testing.T) {
 // held by injected latency leaves the cloud unchanged, as the README says.
 func TestAbandonedWriteHasNoEffect(t *testing.T) {
 	e := newTestEnv(t, Options{})
-	if _, err := e.cloud.SetFault(Fault{Name: "slow", Endpoint: "POST /v1/loadbalancers", Latency: 300 * time.Millisecond}); err != nil {
+	if _, err := e.cloud.SetFault(Fault{Name: "slow", Route: "POST /v1/loadbalancers", Latency: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	body, _ := json.Marshal(lbBody("abandoned"))

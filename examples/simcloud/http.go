@@ -2,7 +2,6 @@ package simcloud
 
 import (
 	"bytes"
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -13,10 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/wasmccm/wasmccm/examples/faultinject"
 )
 
 // apiPatterns lists every /v1 route pattern. They are the keys of
-// Counters.Requests and the valid values of Fault.Endpoint.
+// Counters.Requests and the valid values of Fault.Route.
 var apiPatterns = []string{
 	"GET /v1/instances",
 	"GET /v1/instances/{id}",
@@ -33,7 +34,7 @@ var apiPatterns = []string{
 }
 
 // Endpoints returns the /v1 route patterns, the valid values of
-// Fault.Endpoint.
+// Fault.Route (the "endpoint" selector of the admin API).
 func Endpoints() []string { return append([]string{}, apiPatterns...) }
 
 // maxBody bounds request bodies; real requests are a few hundred bytes.
@@ -106,8 +107,6 @@ func (c *Cloud) newHandler() http.Handler {
 // apiHandler wraps a /v1 handler with auth, global latency and rate limit,
 // fault injection and counting.
 func (c *Cloud) apiHandler(pattern string, h http.HandlerFunc) http.Handler {
-	path := pattern[strings.IndexByte(pattern, ' ')+1:]
-	resource, _, _ := strings.Cut(strings.TrimPrefix(path, "/v1/"), "/")
 	// Count when the status is written, before the client can see the
 	// response, so a test reading counters right after a call sees it.
 	count := func(status int) {
@@ -127,82 +126,42 @@ func (c *Cloud) apiHandler(pattern string, h http.HandlerFunc) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sw := &statusWriter{ResponseWriter: w, onStatus: count}
-		c.serveAPI(sw, r, pattern, resource, h)
+		c.serveAPI(sw, r, h)
 		if sw.status == 0 { // the client went away during a delay
 			count(0)
 		}
 	})
 }
 
-func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request, pattern, resource string, h http.HandlerFunc) {
+func (c *Cloud) serveAPI(w http.ResponseWriter, r *http.Request, h http.HandlerFunc) {
 	if !authorized(r, c.opts.Token) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="simcloud"`)
 		writeError(w, http.StatusUnauthorized, "missing or invalid bearer token")
 		return
 	}
 
-	// Decide everything under the lock at arrival time, then sleep
-	// without holding it.
+	// Decide everything at arrival time, then wait without holding the
+	// lock. A rate-limited request consumes no fault.
 	c.mu.Lock()
-	delay := c.global.Latency
 	allowed, wait := c.bucket.take(time.Now())
-	var inj *Fault
+	var faults faultinject.Decision
 	if !allowed {
 		c.counters.RateLimited++
-	} else {
-		for i := range c.faults {
-			f := &c.faults[i]
-			if !f.matches(pattern, r.Method, resource) {
-				continue
-			}
-			delay += f.Latency
-			if inj != nil {
-				continue
-			}
-			if f.FailNext > 0 {
-				f.FailNext--
-				inj = &Fault{}
-				*inj = *f
-			} else if f.ErrorRate > 0 && c.rng.Float64() < f.ErrorRate {
-				inj = &Fault{}
-				*inj = *f
-			}
-		}
-		if inj != nil {
-			c.counters.FaultsInjected++
-		}
+	} else if faults = c.faults.Decide(r); faults.Fault != nil {
+		c.counters.FaultsInjected++
 	}
+	delay := c.global.Latency + faults.Delay
 	c.mu.Unlock()
 
-	if delay > 0 && r.Body != nil {
-		// Read the body before waiting: the server notices a client that
-		// gave up only once the body is consumed, and an abandoned write
-		// must not take effect after the delay.
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-		if err != nil {
-			writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
-			return
-		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-	}
-	if !sleep(r.Context(), delay) {
+	if !faultinject.Hold(w, r, delay, writeError) {
 		return
 	}
-	switch {
-	case !allowed:
+	if !allowed {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds(wait)))
 		writeError(w, http.StatusTooManyRequests, "rate limit exceeded")
-	case inj == nil:
-		h(w, r)
-	default:
-		if inj.AfterCommit {
-			h(&discardWriter{header: http.Header{}}, r)
-		}
-		if inj.RetryAfter > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(inj.RetryAfter))
-		}
-		writeError(w, inj.Status, fmt.Sprintf("injected fault %q", inj.Name))
+		return
 	}
+	faults.Serve(w, r, h, writeError)
 }
 
 func (c *Cloud) adminHandler(h http.HandlerFunc) http.Handler {
@@ -223,22 +182,6 @@ func authorized(r *http.Request, token string) bool {
 	scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	return ok && strings.EqualFold(scheme, "Bearer") &&
 		subtle.ConstantTimeCompare([]byte(strings.TrimSpace(cred)), []byte(token)) == 1
-}
-
-// sleep waits d, or until ctx is done; it reports whether the wait ended
-// normally.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // ---- /v1 handlers ----
@@ -474,13 +417,6 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// discardWriter swallows the real response of an AfterCommit fault.
-type discardWriter struct{ header http.Header }
-
-func (w *discardWriter) Header() http.Header         { return w.header }
-func (w *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-func (w *discardWriter) WriteHeader(int)             {}
 
 func logRequests(logger *slog.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

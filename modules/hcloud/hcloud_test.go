@@ -184,7 +184,7 @@ func TestFailuresNeverSayGone(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, `{"requestTimeout": "300ms"}`, hcloudfake.Options{})
 			tt.fault.Name = "f"
-			if err := e.cloud.Faults.Add(tt.fault); err != nil {
+			if _, err := e.cloud.Faults.Add(tt.fault); err != nil {
 				t.Fatal(err)
 			}
 			for _, node := range []*abi.Node{e.node("a"), {Name: "a"}} {

@@ -274,16 +274,16 @@ func TestInstanceExistsNeverFalseOnFailure(t *testing.T) {
 		retry  time.Duration // > 0: want sdk.RetryAfter with this delay
 	}{
 		{name: "500", setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Name: "boom", Resource: "instances", ErrorRate: 1, Status: 500})
+			e.fault(t, sim.Fault{Name: "boom", PathPrefix: "/v1/instances", ErrorRate: 1, Status: 500})
 		}, want: []string{"cloud answered 500", `injected fault "boom"`}},
 		{name: "503 without Retry-After", setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Name: "down", Resource: "instances", ErrorRate: 1})
+			e.fault(t, sim.Fault{Name: "down", PathPrefix: "/v1/instances", ErrorRate: 1})
 		}, want: []string{"cloud answered 503"}},
 		{name: "503 with Retry-After", setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Name: "down", Resource: "instances", ErrorRate: 1, Status: 503, RetryAfter: 7})
+			e.fault(t, sim.Fault{Name: "down", PathPrefix: "/v1/instances", ErrorRate: 1, Status: 503, RetryAfter: 7})
 		}, want: []string{"cloud answered 503"}, retry: 7 * time.Second},
 		{name: "429", setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Name: "throttle", Resource: "instances", ErrorRate: 1, Status: 429, RetryAfter: 3})
+			e.fault(t, sim.Fault{Name: "throttle", PathPrefix: "/v1/instances", ErrorRate: 1, Status: 429, RetryAfter: 3})
 		}, want: []string{"cloud answered 429"}, retry: 3 * time.Second},
 		{name: "rate limit", setup: func(t *testing.T, e *env) {
 			if _, err := e.cloud.SetGlobal(sim.Global{RateLimit: 0.001, Burst: 1}); err != nil {
@@ -292,10 +292,10 @@ func TestInstanceExistsNeverFalseOnFailure(t *testing.T) {
 			e.p.InstanceExists(ctx, &abi.Node{Name: "node-c"}) // takes the only token
 		}, want: []string{"cloud answered 429", "rate limit"}, retry: time.Hour},
 		{name: "request timeout", config: `{"endpoint":"http://sim.test","requestTimeout":"30ms"}`, setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Resource: "instances", Latency: 5 * time.Second})
+			e.fault(t, sim.Fault{PathPrefix: "/v1/instances", Latency: 5 * time.Second})
 		}, want: []string{"no response"}},
 		{name: "context deadline", setup: func(t *testing.T, e *env) {
-			e.fault(t, sim.Fault{Resource: "instances", Latency: 5 * time.Second})
+			e.fault(t, sim.Fault{PathPrefix: "/v1/instances", Latency: 5 * time.Second})
 		}, ctx: func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 30*time.Millisecond) },
 			want: []string{"no response"}},
 		{name: "context cancelled", ctx: func() (context.Context, context.CancelFunc) {
@@ -633,7 +633,7 @@ func TestLoadBalancerSourceRangesAnnotation(t *testing.T) {
 // was lost. The next Ensure must find the load balancer, not create another.
 func TestEnsureLoadBalancerLostCreate(t *testing.T) {
 	e := newEnv(t, "")
-	e.fault(t, sim.Fault{Endpoint: "POST /v1/loadbalancers", FailNext: 1, Status: 502, AfterCommit: true})
+	e.fault(t, sim.Fault{Route: "POST /v1/loadbalancers", FailNext: 1, Status: 502, AfterCommit: true})
 	svc := service(uid1)
 	if _, err := e.p.EnsureLoadBalancer(ctx, testCluster, svc, nodes("id:i-a")); err == nil || !strings.Contains(err.Error(), "cloud answered 502") {
 		t.Fatalf("EnsureLoadBalancer with a lost response: %v", err)
@@ -772,7 +772,7 @@ func TestLoadBalancerFailures(t *testing.T) {
 		want  string
 		retry bool
 	}{
-		{"get 500", sim.Fault{Endpoint: "GET /v1/loadbalancers/{name}", ErrorRate: 1, Status: 500},
+		{"get 500", sim.Fault{Route: "GET /v1/loadbalancers/{name}", ErrorRate: 1, Status: 500},
 			func(e *env, svc *abi.Service) error {
 				_, ok, err := e.p.GetLoadBalancer(ctx, testCluster, svc)
 				if ok {
@@ -780,25 +780,25 @@ func TestLoadBalancerFailures(t *testing.T) {
 				}
 				return err
 			}, "GET /v1/loadbalancers/a3f9c2e1b7d844c0e9a1b2c3d4e5f6a7: cloud answered 500", false},
-		{"ensure throttled", sim.Fault{Resource: "loadbalancers", ErrorRate: 1, Status: 429, RetryAfter: 2},
+		{"ensure throttled", sim.Fault{PathPrefix: "/v1/loadbalancers", ErrorRate: 1, Status: 429, RetryAfter: 2},
 			func(e *env, svc *abi.Service) error {
 				_, err := e.p.EnsureLoadBalancer(ctx, testCluster, svc, nodes("id:i-a"))
 				return err
 			}, "ensuring load balancer", true},
-		{"create 503", sim.Fault{Endpoint: "POST /v1/loadbalancers", ErrorRate: 1, Status: 503},
+		{"create 503", sim.Fault{Route: "POST /v1/loadbalancers", ErrorRate: 1, Status: 503},
 			func(e *env, _ *abi.Service) error {
 				_, err := e.p.EnsureLoadBalancer(ctx, testCluster, service("0000aaaa-0000-0000-0000-000000000000"), nodes("id:i-a"))
 				return err
 			}, "POST /v1/loadbalancers: cloud answered 503", false},
-		{"update 503 with Retry-After", sim.Fault{Endpoint: "PUT /v1/loadbalancers/{name}", ErrorRate: 1, Status: 503, RetryAfter: 4},
+		{"update 503 with Retry-After", sim.Fault{Route: "PUT /v1/loadbalancers/{name}", ErrorRate: 1, Status: 503, RetryAfter: 4},
 			func(e *env, svc *abi.Service) error {
 				return e.p.UpdateLoadBalancer(ctx, testCluster, svc, nodes("id:i-a"))
 			},
 			"updating load balancer", true},
-		{"delete 500", sim.Fault{Endpoint: "DELETE /v1/loadbalancers/{name}", ErrorRate: 1, Status: 500},
+		{"delete 500", sim.Fault{Route: "DELETE /v1/loadbalancers/{name}", ErrorRate: 1, Status: 500},
 			func(e *env, svc *abi.Service) error { return e.p.EnsureLoadBalancerDeleted(ctx, testCluster, svc) },
 			"deleting load balancer", false},
-		{"list instances 500", sim.Fault{Endpoint: "GET /v1/instances", ErrorRate: 1, Status: 500},
+		{"list instances 500", sim.Fault{Route: "GET /v1/instances", ErrorRate: 1, Status: 500},
 			func(e *env, svc *abi.Service) error {
 				_, err := e.p.EnsureLoadBalancer(ctx, testCluster, svc, nodes("node-a"))
 				return err
@@ -870,7 +870,7 @@ func TestRoutes(t *testing.T) {
 	}
 
 	// A lost create response, then the retry.
-	e.fault(t, sim.Fault{Endpoint: "POST /v1/routes", FailNext: 1, AfterCommit: true})
+	e.fault(t, sim.Fault{Route: "POST /v1/routes", FailNext: 1, AfterCommit: true})
 	rt2 := &abi.Route{TargetNode: "node-c", DestinationCIDR: "10.244.2.0/24"}
 	if err := e.p.CreateRoute(ctx, testCluster, "uid-c", rt2); err == nil || !strings.Contains(err.Error(), "cloud answered 503") {
 		t.Fatalf("CreateRoute with a lost response: %v", err)
@@ -923,13 +923,13 @@ func TestRouteFailures(t *testing.T) {
 		want  string
 		retry bool
 	}{
-		{"list throttled", sim.Fault{Resource: "routes", ErrorRate: 1, Status: 429},
+		{"list throttled", sim.Fault{PathPrefix: "/v1/routes", ErrorRate: 1, Status: 429},
 			func(p *Provider) error { _, err := p.ListRoutes(ctx, testCluster); return err }, "listing routes", true},
-		{"create 500", sim.Fault{Endpoint: "POST /v1/routes", ErrorRate: 1, Status: 500},
+		{"create 500", sim.Fault{Route: "POST /v1/routes", ErrorRate: 1, Status: 500},
 			func(p *Provider) error {
 				return p.CreateRoute(ctx, testCluster, "u1", &abi.Route{TargetNode: "node-a", DestinationCIDR: "10.244.5.0/24"})
 			}, "creating route demo-u1", false},
-		{"delete 503", sim.Fault{Endpoint: "DELETE /v1/routes/{name}", ErrorRate: 1, Status: 503, RetryAfter: 1},
+		{"delete 503", sim.Fault{Route: "DELETE /v1/routes/{name}", ErrorRate: 1, Status: 503, RetryAfter: 1},
 			func(p *Provider) error {
 				return p.DeleteRoute(ctx, testCluster, &abi.Route{Name: "demo-u1", DestinationCIDR: "10.244.5.0/24"})
 			}, "deleting route demo-u1", true},

@@ -124,7 +124,7 @@ func testCloudAPIFaults(t *testing.T) {
 	// loop, and nothing may be deleted.
 	const retryAfter = 3
 	before = e.cloud.Counters()
-	e.setFault(t, simcloud.Fault{Name: "throttle", Resource: "loadbalancers", ErrorRate: 1, Status: 429, RetryAfter: retryAfter})
+	e.setFault(t, simcloud.Fault{Name: "throttle", PathPrefix: "/v1/loadbalancers", ErrorRate: 1, Status: 429, RetryAfter: retryAfter})
 	start := time.Now()
 	e.createLBService(t, "web-c")
 	services = append(services, "web-c")
@@ -205,7 +205,7 @@ func testCloudAPIFaults(t *testing.T) {
 	// (d) The response to a load balancer create is lost after the cloud
 	// made it: the retry must find it rather than make a second one.
 	before = e.cloud.Counters()
-	e.setFault(t, simcloud.Fault{Name: "lost", Endpoint: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true, Status: 503, RetryAfter: 1})
+	e.setFault(t, simcloud.Fault{Name: "lost", Route: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true, Status: 503, RetryAfter: 1})
 	svcD := e.createLBService(t, "web-d")
 	services = append(services, "web-d")
 	e.waitIngress(t, "web-d", 60*time.Second)

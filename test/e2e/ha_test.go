@@ -56,7 +56,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 
 	// ha-committed: the cloud creates the load balancer but the leader
 	// gets 503 with Retry-After: 60, so it will not look again soon.
-	e.setFault(t, simcloud.Fault{Name: "lost", Endpoint: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true, Status: 503, RetryAfter: 60})
+	e.setFault(t, simcloud.Fault{Name: "lost", Route: "POST /v1/loadbalancers", FailNext: 1, AfterCommit: true, Status: 503, RetryAfter: 60})
 	committed := e.createLBService(t, "ha-committed")
 	eventually(t, 30*time.Second, "the lost create to take effect", func() (bool, error) {
 		return e.cloud.Counters().Status("POST /v1/loadbalancers", 503) == 1, nil
@@ -71,7 +71,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	// lands before the new leader looks or after (then as a conflict),
 	// there must be one load balancer.
 	injected := e.cloud.Counters().FaultsInjected
-	e.setFault(t, simcloud.Fault{Name: "held", Endpoint: "POST /v1/loadbalancers", FailNext: 1, Latency: 8 * time.Second, AfterCommit: true, Status: 503})
+	e.setFault(t, simcloud.Fault{Name: "held", Route: "POST /v1/loadbalancers", FailNext: 1, Latency: 8 * time.Second, AfterCommit: true, Status: 503})
 	e.createLBService(t, "ha-inflight")
 	eventually(t, 30*time.Second, "the create to be in flight", func() (bool, error) {
 		return e.cloud.Counters().FaultsInjected > injected, nil

@@ -321,7 +321,7 @@ func (e *hcloudEnv) testFaults(t *testing.T) {
 		{Name: "timeout", Latency: 6 * time.Second}, // longer than the CCM's 5s HTTP timeout
 	}
 	for _, f := range faults {
-		if err := e.fake.Faults.Add(f); err != nil {
+		if _, err := e.fake.Faults.Add(f); err != nil {
 			t.Fatal(err)
 		}
 		hits := e.fake.Faults.Hits()
