@@ -165,7 +165,8 @@ func removeUnmounted(dir string) error {
 }
 
 // leftovers reports processes whose command line or root directory lies
-// in dir, and mounts below it.
+// in dir, mounts below it, and the Nodes' network namespaces, cgroups and
+// container log links, which are named after or point into dir.
 func leftovers(dir string) error {
 	var errs []error
 	err := eachProcess(func(pid int, cmdline []byte) {
@@ -191,6 +192,30 @@ func leftovers(dir string) error {
 	}
 	for _, ns := range namespaces {
 		errs = append(errs, fmt.Errorf("network namespace %s still exists", ns))
+	}
+	// So are their cgroups, in every hierarchy.
+	hierarchies, _, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	for _, h := range hierarchies {
+		cgroups, err := filepath.Glob(filepath.Join(h, filepath.Base(dir)+"-*"))
+		if err != nil {
+			return err
+		}
+		for _, cg := range cgroups {
+			errs = append(errs, fmt.Errorf("cgroup %s still exists", cg))
+		}
+	}
+	entries, err := os.ReadDir(containerLogLinks)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		path := filepath.Join(containerLogLinks, e.Name())
+		if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, dir+"/") {
+			errs = append(errs, fmt.Errorf("container log link %s -> %s still exists", path, dest))
+		}
 	}
 	return errors.Join(errs...)
 }

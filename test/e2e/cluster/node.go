@@ -125,7 +125,9 @@ func (c *Cluster) NodeLogTails() string {
 
 // Leftovers reports what a stopped cluster left behind: processes that
 // refer to its directory by command line or root (daemons, shims,
-// containers) and mounts below it. It is how tests check Stop.
+// containers), mounts below it, and its Nodes' network namespaces, cgroups
+// and container log links. It is how tests check Stop; StartForTest and
+// StartWithNodesForTest check it after every test, passed or failed.
 func (c *Cluster) Leftovers() error {
 	return leftovers(c.dir)
 }

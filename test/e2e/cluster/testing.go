@@ -57,6 +57,11 @@ func startForTest(t testing.TB, opts Options, timeout time.Duration) *Cluster {
 		if err := c.Stop(); err != nil {
 			t.Errorf("stop cluster: %v", err)
 		}
+		// Checked whether the test passed or failed: a failing run must
+		// not leave the machine dirty either.
+		if err := c.Leftovers(); err != nil {
+			t.Errorf("after the stop: %v", err)
+		}
 	})
 	return c
 }
