@@ -51,7 +51,8 @@ type Fault struct {
 	// ErrorRate fails each matching request with this probability (0..1),
 	// drawn from the Set's seeded RNG so that a run is repeatable.
 	ErrorRate float64
-	// Status of the injected failure: 401, 429 or 500-599; 503 when 0.
+	// Status of the injected failure: 401, 409 (conflict), 423 (locked),
+	// 429 or 500-599; 503 when 0.
 	Status int
 	// RetryAfter, in seconds, is sent as Retry-After on a failure when
 	// positive; 429 failures get 1 when it is 0.
@@ -92,8 +93,8 @@ func (f Fault) normalize() (Fault, error) {
 	if f.Status == 0 {
 		f.Status = http.StatusServiceUnavailable
 	}
-	if f.Status != 401 && f.Status != 429 && (f.Status < 500 || f.Status > 599) {
-		return f, fmt.Errorf("status must be 401, 429 or 500-599, got %d", f.Status)
+	if f.Status != 401 && f.Status != 409 && f.Status != 423 && f.Status != 429 && (f.Status < 500 || f.Status > 599) {
+		return f, fmt.Errorf("status must be 401, 409, 423, 429 or 500-599, got %d", f.Status)
 	}
 	if f.Status == 429 && f.RetryAfter == 0 {
 		f.RetryAfter = 1

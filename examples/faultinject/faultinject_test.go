@@ -250,7 +250,7 @@ func TestAdd(t *testing.T) {
 		{"named", Fault{Name: "auth", Status: 401, Always: true}, Fault{Name: "auth", Status: 401, Always: true}, ""},
 		{"generated names skip taken ones", Fault{Name: "fault-3"}, Fault{Name: "fault-3", Status: 503}, ""},
 		{"next generated name", Fault{}, Fault{Name: "fault-4", Status: 503}, ""},
-		{"status 404", Fault{Status: 404}, Fault{}, "status must be 401, 429 or 500-599, got 404"},
+		{"status 404", Fault{Status: 404}, Fault{}, "status must be 401, 409, 423, 429 or 500-599, got 404"},
 		{"status 600", Fault{Status: 600}, Fault{}, "status"},
 		{"negative latency", Fault{Latency: -time.Second}, Fault{}, "latency must not be negative"},
 		{"negative failNext", Fault{FailNext: -1}, Fault{}, "failNext must not be negative"},

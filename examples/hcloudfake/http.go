@@ -27,7 +27,7 @@ func invalidInput(field, msg string) *apiError { return &apiError{400, "invalid_
 
 // codes maps a status to the API's error code, for injected faults.
 var codes = map[int]string{
-	401: "unauthorized", 429: "rate_limit_exceeded", 500: "server_error",
+	401: "unauthorized", 409: "conflict", 423: "locked", 429: "rate_limit_exceeded", 500: "server_error",
 	502: "server_error", 503: "service_error", 504: "timeout",
 }
 

@@ -315,7 +315,7 @@ func TestFaultWireFormat(t *testing.T) {
 		{"path prefix outside /v1", Fault{PathPrefix: "/admin"}, "unknown resource"},
 		{"path prefix below a resource", Fault{PathPrefix: "/v1/loadbalancers/web"}, "unknown resource"},
 		{"catch-all route", Fault{Route: "/v1/"}, "unknown endpoint"},
-		{"status 400", Fault{Status: 400}, "status must be 401, 429 or 500-599"},
+		{"status 400", Fault{Status: 400}, "status must be 401, 409, 423, 429 or 500-599"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := e.cloud.SetFault(tt.fault)

@@ -178,6 +178,8 @@ func TestFailuresNeverSayGone(t *testing.T) {
 		{"unavailable with Retry-After", faultinject.Fault{Status: 503, Always: true, RetryAfter: 3}, abi.StatusRetryAfter},
 		{"throttled", faultinject.Fault{Status: 429, Always: true, RetryAfter: 2}, abi.StatusRetryAfter},
 		{"unauthorized", faultinject.Fault{Status: 401, Always: true}, abi.StatusError},
+		{"locked", faultinject.Fault{Status: 423, Always: true}, abi.StatusRetryAfter},
+		{"conflict", faultinject.Fault{Status: 409, Always: true}, abi.StatusRetryAfter},
 		{"timeout", faultinject.Fault{Latency: 2 * time.Second}, abi.StatusError},
 	}
 	for _, tt := range tests {

@@ -163,7 +163,7 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	}
 	p.cfg, p.callTimeout, p.networkID = cfg, callTimeout, 0
 	p.api = rest.Client{Host: p.host, Name: "hcloud", BaseURL: strings.TrimRight(cfg.Endpoint, "/"), Credential: credential,
-		Timeout: timeout, Absent: isNotFound, ErrorMessage: errorMessage}
+		Timeout: timeout, Absent: isNotFound, ErrorMessage: errorMessage, RetryLater: retryLater}
 	if id, err := strconv.ParseInt(cfg.Network, 10, 64); err == nil && id > 0 {
 		p.networkID = id
 	}
@@ -244,6 +244,15 @@ func decodeAPIError(resp *abi.HTTPResponse) (code, msg string, ok bool) {
 func isNotFound(resp *abi.HTTPResponse) bool {
 	code, msg, ok := decodeAPIError(resp)
 	return ok && code == "not_found" && !strings.HasPrefix(msg, "no such endpoint")
+}
+
+// retryLater judges the API's "locked" (a resource busy with another
+// action) and "conflict" (it changed meanwhile) passing: the call is
+// asked again after retryRunning, as for an action that outlives a call,
+// rather than failed, as hcloud-go also retries them.
+func retryLater(resp *abi.HTTPResponse) (time.Duration, bool) {
+	code, _, ok := decodeAPIError(resp)
+	return retryRunning, ok && (code == "locked" || code == "conflict")
 }
 
 func errorMessage(resp *abi.HTTPResponse) string {

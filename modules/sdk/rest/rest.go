@@ -14,7 +14,8 @@
 //     says that a 404 means "does not exist" (NotFound), and the Client's
 //     Absent judges the response definitive. Every other 404 is a plain
 //     error: a wrong path or a proxy must never read as "gone".
-//   - 429, and 503 with a Retry-After header, become sdk.RetryAfter.
+//   - 429, and 503 with a Retry-After header, become sdk.RetryAfter, as
+//     does any error response the Client's RetryLater judges passing.
 //   - Everything else, 5xx included, is an error naming the request and the
 //     cloud's answer.
 //
@@ -57,6 +58,12 @@ type Client struct {
 	// ErrorMessage extracts the API's message from an error response; nil
 	// quotes the start of the body.
 	ErrorMessage func(resp *abi.HTTPResponse) string
+	// RetryLater judges whether an error response reports a passing state
+	// of the API, such as a resource locked by another operation, and after
+	// how long to ask again: it then becomes sdk.RetryAfter, which the
+	// controllers honour, rather than an error they back off from. nil
+	// leaves such responses errors.
+	RetryLater func(resp *abi.HTTPResponse) (time.Duration, bool)
 }
 
 // Param is one query parameter.
@@ -128,6 +135,11 @@ func (c *Client) Error(req *Request, resp *abi.HTTPResponse) error {
 		}
 		if ok {
 			return sdk.RetryAfter(after, e.Error()) // the host adds the delay to the message
+		}
+	}
+	if c.RetryLater != nil && !e.notFound {
+		if after, ok := c.RetryLater(resp); ok {
+			return sdk.RetryAfter(after, e.Error())
 		}
 	}
 	return e

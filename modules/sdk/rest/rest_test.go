@@ -93,6 +93,12 @@ func TestRequestBuilding(t *testing.T) {
 
 // TestStatusMapping is the contract: which answers are "not found", which
 // are "retry after", and that everything else is an error, not absence.
+// lockedLater is a RetryLater that judges an error body naming a lock
+// passing, for 4 seconds.
+func lockedLater(r *abi.HTTPResponse) (time.Duration, bool) {
+	return 4 * time.Second, strings.Contains(string(r.Body), `"locked"`)
+}
+
 func TestStatusMapping(t *testing.T) {
 	jsonCT := map[string]string{"Content-Type": "application/json"}
 	tests := []struct {
@@ -100,6 +106,7 @@ func TestStatusMapping(t *testing.T) {
 		answer   func(*http.Request) (*http.Response, error)
 		notFound bool
 		absent   func(*abi.HTTPResponse) bool
+		later    func(*abi.HTTPResponse) (time.Duration, bool)
 		accept   []int32
 		want     abi.Status // as the module reports it to the host
 		after    time.Duration
@@ -117,6 +124,12 @@ func TestStatusMapping(t *testing.T) {
 		{name: "500 on a NotFound request", answer: respond(500, map[string]string{"Retry-After": "3"}, ``), notFound: true, want: abi.StatusError, contains: "cloud answered 500: (empty body)"},
 		{name: "401", answer: respond(401, nil, `denied`), want: abi.StatusError, contains: "check the API token credential"},
 		{name: "409 accepted", answer: respond(409, nil, ``), accept: []int32{409}, want: abi.StatusOK},
+		{name: "423 the caller's RetryLater judges passing", answer: respond(423, jsonCT, `{"error":"locked"}`), later: lockedLater,
+			want: abi.StatusRetryAfter, after: 4 * time.Second, contains: "cloud answered 423"},
+		{name: "409 the caller's RetryLater does not judge passing", answer: respond(409, jsonCT, `{"error":"exists"}`), later: lockedLater,
+			want: abi.StatusError, contains: "cloud answered 409"},
+		{name: "definitive 404 stays not found whatever RetryLater says", answer: respond(404, jsonCT, `{"error":"locked"}`), notFound: true,
+			later: lockedLater, want: abi.StatusNotFound},
 		{name: "no response", answer: func(*http.Request) (*http.Response, error) { return nil, errors.New("connection reset by peer") },
 			notFound: true, want: abi.StatusError, contains: "GET /x/1: no response: "},
 		{name: "undecodable 200", answer: respond(200, jsonCT, `{"trunc`), want: abi.StatusError, contains: "decoding the cloud's 200 response"},
@@ -125,6 +138,7 @@ func TestStatusMapping(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := client(&roundTripper{fn: tt.answer})
 			c.Absent = tt.absent
+			c.RetryLater = tt.later
 			var into map[string]any
 			_, err := c.Do(context.Background(), &rest.Request{What: "getting x", Method: "GET", Path: "/x/1", NotFound: tt.notFound, Accept: tt.accept, Into: &into})
 			o := sdk.OutcomeOf(err)
