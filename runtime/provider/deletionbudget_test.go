@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 )
 
 func intp(v int) *int { return &v }
@@ -211,6 +212,14 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 			answers := map[string]func() (bool, error){
 				"InstanceExists":             func() (bool, error) { return v2.InstanceExists(ctx, node("missing")) },
 				"InstanceExistsByProviderID": func() (bool, error) { return legacy.InstanceExistsByProviderID(ctx, "test://missing") },
+				// The legacy path: InstanceNotFound is what deletes the Node.
+				"InstanceID": func() (bool, error) {
+					_, err := legacy.InstanceID(ctx, "missing")
+					if errors.Is(err, cloudprovider.InstanceNotFound) {
+						return false, nil
+					}
+					return err == nil, err
+				},
 			}
 			for name, answer := range answers {
 				// The same Node twice: one unit of the budget, not two.

@@ -153,6 +153,9 @@ func (p *provider) NodeAddressesByProviderID(_ context.Context, id string) ([]ab
 }
 
 func (p *provider) InstanceID(_ context.Context, name string) (string, error) {
+	if name == "missing" {
+		return "", sdk.ErrNotFound
+	}
 	return "id-" + name, nil
 }
 func (p *provider) InstanceType(_ context.Context, name string) (string, error) {
