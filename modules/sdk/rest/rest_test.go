@@ -91,14 +91,14 @@ func TestRequestBuilding(t *testing.T) {
 	}
 }
 
-// TestStatusMapping is the contract: which answers are "not found", which
-// are "retry after", and that everything else is an error, not absence.
 // lockedLater is a RetryLater that judges an error body naming a lock
 // passing, for 4 seconds.
 func lockedLater(r *abi.HTTPResponse) (time.Duration, bool) {
 	return 4 * time.Second, strings.Contains(string(r.Body), `"locked"`)
 }
 
+// TestStatusMapping is the contract: which answers are "not found", which
+// are "retry after", and that everything else is an error, not absence.
 func TestStatusMapping(t *testing.T) {
 	jsonCT := map[string]string{"Content-Type": "application/json"}
 	tests := []struct {

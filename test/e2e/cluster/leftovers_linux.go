@@ -22,21 +22,31 @@ const containerLogLinks = "/var/log/containers"
 // target: a kubelet removes its links only for the containers it removes
 // itself.
 func removeLinksInto(dir, target string) error {
+	links, err := linksInto(dir, target)
+	for _, link := range links {
+		err = errors.Join(err, os.Remove(link))
+	}
+	return err
+}
+
+// linksInto lists the symbolic links in dir that point below target; a
+// missing dir has none.
+func linksInto(dir, target string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var errs []error
+	var links []string
 	for _, e := range entries {
 		path := filepath.Join(dir, e.Name())
 		if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, target+"/") {
-			errs = append(errs, os.Remove(path))
+			links = append(links, path)
 		}
 	}
-	return errors.Join(errs...)
+	return links, nil
 }
 
 // killReferencing kills every process whose command line contains s, a
@@ -207,15 +217,12 @@ func leftovers(dir string) error {
 			errs = append(errs, fmt.Errorf("cgroup %s still exists", cg))
 		}
 	}
-	entries, err := os.ReadDir(containerLogLinks)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	links, err := linksInto(containerLogLinks, dir)
+	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		path := filepath.Join(containerLogLinks, e.Name())
-		if dest, err := os.Readlink(path); err == nil && strings.HasPrefix(dest, dir+"/") {
-			errs = append(errs, fmt.Errorf("container log link %s -> %s still exists", path, dest))
-		}
+	for _, link := range links {
+		errs = append(errs, fmt.Errorf("container log link %s still exists", link))
 	}
 	return errors.Join(errs...)
 }
