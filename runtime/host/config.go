@@ -34,8 +34,13 @@ type Config struct {
 	// any call ever needed; and a module built without a collector (TinyGo
 	// with -gc=leaking, as recommended) frees nothing, so for it recycling
 	// is what reclaims memory, and one call may allocate at most
-	// MemoryLimitPages - RecycleAbovePages. Default: a quarter of
-	// MemoryLimitPages.
+	// MemoryLimitPages - RecycleAbovePages.
+	//
+	// Zero, the default, sets each instance's mark from what it holds
+	// after init (see recycleMark): a module with a collector settles at a
+	// few times that and is left alone, one without is replaced every few
+	// calls, which costs it a fresh instance (about a millisecond with
+	// TinyGo) instead of memory the host never gets back.
 	RecycleAbovePages uint32
 
 	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;
@@ -108,9 +113,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemoryLimitPages == 0 {
 		c.MemoryLimitPages = 2048
-	}
-	if c.RecycleAbovePages == 0 {
-		c.RecycleAbovePages = c.MemoryLimitPages / 4
 	}
 	if c.MaxFunctions <= 0 {
 		c.MaxFunctions = defaultMaxFunctions

@@ -25,6 +25,10 @@ type instance struct {
 	stack   [2]uint64
 	input   []byte
 
+	// recycleAbove is the memory size, in bytes, past which the instance
+	// is replaced after its call; set once init has run.
+	recycleAbove uint64
+
 	// pending is the result a host function announced and take_result
 	// will copy out; violation is set when a host function aborts the call.
 	pending    []byte

@@ -151,12 +151,12 @@ func TestGuestMemoryBudget(t *testing.T) {
 
 // TestGarbageIsReclaimed: calls that each leave 6 MiB of garbage, 240 MiB
 // in all on a module capped at 32 MiB, all succeed, and no instance the
-// pool keeps is past the high-water mark. TinyGo modules are built without
+// pool keeps is past its high-water mark. TinyGo modules are built without
 // a collector (-gc=leaking, internal/wasmbuild), so for them recycling is
 // what reclaims memory: with it turned off the same calls run out of
 // memory. Standard Go modules collect their own garbage either way.
 func TestGarbageIsReclaimed(t *testing.T) {
-	const limitPages, calls = 512, 40 // 32 MiB; the mark defaults to 8 MiB
+	const limitPages, calls = 512, 40 // 32 MiB; the mark is at most 8 MiB
 	for _, tc := range toolchains(t) {
 		for _, recycling := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/recycling=%v", tc, recycling), func(t *testing.T) {
@@ -167,14 +167,13 @@ func TestGarbageIsReclaimed(t *testing.T) {
 						c.RecycleAbovePages = limitPages
 					}
 				})
-				mark := uint64(f.mod.cfg.RecycleAbovePages) * wasmPageSize
 				var err error
 				for i := 0; i < calls && err == nil; i++ {
 					err = f.mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "garbage-6"}, new(abi.Bool))
 					f.mod.pool.mu.Lock()
 					for _, inst := range f.mod.pool.idle {
-						if size := uint64(inst.mem.Size()); recycling && size > mark {
-							t.Errorf("call %d: the pool kept an instance of %d MiB, past the %d MiB mark", i, size>>20, mark>>20)
+						if size := uint64(inst.mem.Size()); recycling && size > inst.recycleAbove {
+							t.Errorf("call %d: the pool kept an instance of %d MiB, past its %d MiB mark", i, size>>20, inst.recycleAbove>>20)
 						}
 					}
 					f.mod.pool.mu.Unlock()
@@ -213,6 +212,28 @@ func BenchmarkGuestMemory(b *testing.B) {
 			b.ReportMetric(fig.PeakMiB, "peak-rss-MiB")
 			b.ReportMetric(fig.SettledMiB, "settled-rss-MiB")
 			b.ReportMetric(fig.ReleaseSeconds, "release-s")
+		})
+	}
+}
+
+func TestRecycleMark(t *testing.T) {
+	const MiB = 1 << 20
+	for _, tc := range []struct {
+		name            string
+		limit, recycle  uint32 // pages
+		initBytes, want uint64
+	}{
+		{"configured mark wins", 2048, 160, 3 * MiB, 10 * MiB},
+		{"collected heap: four times its start", 2048, 0, 3648 << 10, 4 * (3648 << 10)},
+		{"small start: the floor", 2048, 0, 128 << 10, recycleFloorBytes},
+		{"large start: a quarter of the cap", 2048, 0, 20 * MiB, 32 * MiB},
+		{"small cap: a quarter of it, under the floor", 128, 0, 128 << 10, 2 * MiB},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{MemoryLimitPages: tc.limit, RecycleAbovePages: tc.recycle}.withDefaults()
+			if got := cfg.recycleMark(tc.initBytes); got != tc.want {
+				t.Errorf("recycleMark(%d) = %d, want %d", tc.initBytes, got, tc.want)
+			}
 		})
 	}
 }

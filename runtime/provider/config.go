@@ -64,9 +64,11 @@ type LimitsConfig struct {
 	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
 	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
 	// RecycleAboveMiB replaces, after its call, an instance whose linear
-	// memory grew past it. Default: a quarter of memoryLimitMiB. A module
-	// built without a garbage collector (TinyGo's -gc=leaking) is reclaimed
-	// only this way: one call may allocate memoryLimitMiB - RecycleAboveMiB.
+	// memory grew past it. Default: per instance, four times its memory
+	// after init, at least 4 MiB and at most a quarter of memoryLimitMiB
+	// (host.Config.RecycleAbovePages). A module built without a garbage
+	// collector (TinyGo's -gc=leaking) is reclaimed only this way: one call
+	// may allocate memoryLimitMiB minus the mark.
 	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
 	// FitPoolToMemory lowers poolSize at start until the memory budget
 	// fits the container's limit, instead of refusing to start.
