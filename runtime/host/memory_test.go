@@ -224,7 +224,7 @@ func TestRecycleMark(t *testing.T) {
 		initBytes, want uint64
 	}{
 		{"configured mark wins", 2048, 160, 3 * MiB, 10 * MiB},
-		{"collected heap: four times its start", 2048, 0, 3648 << 10, 4 * (3648 << 10)},
+		{"collected heap: eight times its start", 2048, 0, 3648 << 10, 8 * (3648 << 10)},
 		{"small start: the floor", 2048, 0, 128 << 10, recycleFloorBytes},
 		{"large start: a quarter of the cap", 2048, 0, 20 * MiB, 32 * MiB},
 		{"small cap: a quarter of it, under the floor", 128, 0, 128 << 10, 2 * MiB},

@@ -392,7 +392,7 @@ const wasmPageSize = 64 << 10
 // Bounds of the high-water mark derived when Config.RecycleAbovePages is
 // zero: recycleMark's reasoning.
 const (
-	recycleGrowthFactor = 4
+	recycleGrowthFactor = 8
 	recycleFloorBytes   = 4 << 20
 )
 
@@ -400,13 +400,14 @@ const (
 // linear memory after init. A configured mark wins. Otherwise it is
 // recycleGrowthFactor times initBytes, at least recycleFloorBytes and at
 // most a quarter of the cap. Why a multiple: a collected heap settles at a
-// small multiple of its start (the Go-built simcloud module: 3.6 MiB after
-// init, 12.8 MiB after 40 EnsureLoadBalancer calls over 1,000 Nodes), and
+// few times its start (the Go-built simcloud module: 3.6 MiB after init,
+// 12.8 MiB after 40 EnsureLoadBalancer calls over 1,000 Nodes), and
 // replacing such an instance costs milliseconds and megabytes of host
 // allocation, so it is left alone. A module without a collector starts
 // small (TinyGo's simcloud: 128 KiB) and grows by all it allocates, about
 // 2 MiB per call over 1,000 Nodes; at the floor it is replaced every few
-// calls, and the pool never holds much more than poolSize x the floor.
+// calls, so between calls none of the pool's instances holds more than
+// the floor.
 func (c Config) recycleMark(initBytes uint64) uint64 {
 	if c.RecycleAbovePages != 0 {
 		return uint64(c.RecycleAbovePages) * wasmPageSize

@@ -64,7 +64,7 @@ type LimitsConfig struct {
 	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
 	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
 	// RecycleAboveMiB replaces, after its call, an instance whose linear
-	// memory grew past it. Default: per instance, four times its memory
+	// memory grew past it. Default: per instance, eight times its memory
 	// after init, at least 4 MiB and at most a quarter of memoryLimitMiB
 	// (host.Config.RecycleAbovePages). A module built without a garbage
 	// collector (TinyGo's -gc=leaking) is reclaimed only this way: one call
