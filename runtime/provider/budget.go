@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,9 @@ const (
 // cgroupRoot is where /proc and /sys are found; tests point it at a fake
 // tree.
 var cgroupRoot = "/"
+
+// setGoMemoryLimit is debug.SetMemoryLimit; tests record the call instead.
+var setGoMemoryLimit = debug.SetMemoryLimit
 
 // MemoryBudget is what the configuration may cost at most against the
 // container's memory limit.
@@ -61,11 +65,18 @@ func (b MemoryBudget) String() string {
 		b.PoolSize, b.MemoryLimitMiB, copies, HostBaselineMiB, b.NeedMiB())
 }
 
+// HostShareMiB is what the limit leaves the manager once every instance
+// of every copy is at its cap.
+func (b MemoryBudget) HostShareMiB() int {
+	return b.LimitMiB - b.Copies*b.PoolSize*b.MemoryLimitMiB
+}
+
 // applyMemoryBudget refuses a configuration whose modules could need more
 // memory than the container has, since reaching the limit gets the whole
 // manager OOM-killed, every controller with it. With
 // limits.fitPoolToMemory it lowers the pool size instead, down to one
-// instance.
+// instance. A configuration that fits sets the Go runtime's soft memory
+// limit to the manager's share (see limitGoMemory).
 func applyMemoryBudget(cfg *Config) error {
 	b := MemoryBudget{PoolSize: cfg.Limits.PoolSize, MemoryLimitMiB: int(cfg.Limits.MemoryLimitMiB), Copies: 1}
 	if b.PoolSize == 0 {
@@ -87,6 +98,7 @@ func applyMemoryBudget(cfg *Config) error {
 	}
 	b.LimitMiB, b.LimitFile = int(min(limit>>20, 1<<40)), file
 	if b.NeedMiB() <= b.LimitMiB {
+		limitGoMemory(b)
 		return nil
 	}
 	if cfg.Limits.FitPoolToMemory {
@@ -94,7 +106,8 @@ func applyMemoryBudget(cfg *Config) error {
 		if fit >= 1 {
 			klog.InfoS("lowering the module pool size to fit the container's memory limit",
 				"from", b.PoolSize, "to", fit, "limitMiB", b.LimitMiB, "memoryLimitMiB", b.MemoryLimitMiB)
-			cfg.Limits.PoolSize = fit
+			cfg.Limits.PoolSize, b.PoolSize = fit, fit
+			limitGoMemory(b)
 			return nil
 		}
 	}
@@ -102,6 +115,23 @@ func applyMemoryBudget(cfg *Config) error {
 		"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
 		"or set limits.fitPoolToMemory to lower the pool size to what fits",
 		b, b.LimitMiB, b.LimitFile, b.NeedMiB())
+}
+
+// limitGoMemory sets the Go runtime's soft memory limit to the manager's
+// share of the container's limit, unless GOMEMLIMIT already set one. The
+// collector then runs harder as the heap nears that share instead of
+// letting garbage grow it into the instances' part, where the kernel would
+// OOM-kill the manager. Guest memory is mapped outside the Go runtime, so
+// the soft limit does not count it and the share excludes it.
+func limitGoMemory(b MemoryBudget) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		klog.V(2).InfoS("GOMEMLIMIT is set; the Go soft memory limit is left as it says")
+		return
+	}
+	share := int64(b.HostShareMiB()) << 20
+	setGoMemoryLimit(share)
+	klog.InfoS("Go soft memory limit set to the manager's share of the container's memory limit",
+		"softLimitMiB", b.HostShareMiB(), "limitMiB", b.LimitMiB, "modulesMiB", b.Copies*b.PoolSize*b.MemoryLimitMiB)
 }
 
 // unlimited is the value cgroup v1 reports for no limit, rounded down to a
