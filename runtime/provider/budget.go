@@ -18,10 +18,13 @@ import (
 
 // HostBaselineMiB is the manager's own memory next to its module
 // instances: informer caches, controllers, compiled code. The native
-// baseline CCM peaked at 85–90 MiB with 1,000 Nodes and 200 LoadBalancer
-// Services, the wasm CCM held 61–95 MiB after start-up (BENCHMARKS.md);
-// 100 MiB covers either with little to spare, so larger clusters need the
-// memory limit raised by what their informers hold.
+// baseline CCM peaked at 83–97 MiB with 1,000 Nodes and 200 LoadBalancer
+// Services; after start-up the CCM held 62–66 MiB with the TinyGo-built
+// module and 94–103 MiB with the standard-Go one, whose compiled code is
+// 16 MiB (BENCHMARKS.md). 100 MiB covers the native peak and a TinyGo
+// module with little to spare; a standard-Go module or a larger cluster
+// needs the memory limit raised by its compiled code or by what the
+// informers hold.
 const HostBaselineMiB = 100
 
 // Defaults of LimitsConfig, the same as runtime/host's.
