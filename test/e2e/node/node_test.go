@@ -172,6 +172,17 @@ func TestNode(t *testing.T) {
 			}
 		}
 		t.Logf("Pods running %v after the install; %s leads, %s stands by", time.Since(installed).Round(time.Second), first.pod, standby)
+		// The container's 256Mi limit, read from its own cgroup, leaves
+		// the manager 256 - 2 (reload) x 2 x 32 MiB as its Go soft limit.
+		const want = `softLimitMiB=128 limitMiB=256 modulesMiB=128`
+		waitFor(t, ctx, "every manager Pod logging "+want, func(context.Context) (struct{}, bool, error) {
+			for _, p := range pods {
+				if !strings.Contains(podLog(c, &p), want) {
+					return struct{}{}, false, fmt.Errorf("Pod %s has not logged it: the memory budget did not find the container's limit", p.Name)
+				}
+			}
+			return struct{}{}, true, nil
+		})
 	})
 	if t.Failed() {
 		t.FailNow()
