@@ -39,8 +39,8 @@ type Config struct {
 	// Zero, the default, sets each instance's mark from what it holds
 	// after init (see recycleMark): a module with a collector settles at a
 	// few times that and is left alone, one without is replaced every few
-	// calls, which costs it a fresh instance (about a millisecond with
-	// TinyGo) instead of memory the host never gets back.
+	// calls, which costs it a fresh instance (0.38 ms with TinyGo's
+	// simcloud, BENCHMARKS.md) instead of memory the host never gets back.
 	RecycleAbovePages uint32
 
 	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;

@@ -404,10 +404,10 @@ const (
 // 12.8 MiB after 40 EnsureLoadBalancer calls over 1,000 Nodes), and
 // replacing such an instance costs milliseconds and megabytes of host
 // allocation, so it is left alone. A module without a collector starts
-// small (TinyGo's simcloud: 128 KiB) and grows by all it allocates, about
-// 2 MiB per call over 1,000 Nodes; at the floor it is replaced every few
-// calls, so between calls none of the pool's instances holds more than
-// the floor.
+// small (TinyGo's simcloud: 128 KiB) and grows by all it allocates (1.3 MiB
+// per EnsureLoadBalancer over 1,000 Nodes, BENCHMARKS.md); at the floor
+// it is replaced every few calls, so between calls none of the pool's
+// instances holds more than the floor.
 func (c Config) recycleMark(initBytes uint64) uint64 {
 	if c.RecycleAbovePages != 0 {
 		return uint64(c.RecycleAbovePages) * wasmPageSize

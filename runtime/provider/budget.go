@@ -56,7 +56,18 @@ type MemoryBudget struct {
 // NeedMiB is the worst case: every instance of every copy at its cap, and
 // the manager itself.
 func (b MemoryBudget) NeedMiB() int {
-	return HostBaselineMiB + b.Copies*b.PoolSize*b.MemoryLimitMiB
+	return HostBaselineMiB + b.modulesMiB()
+}
+
+// HostShareMiB is what the limit leaves the manager once every instance
+// of every copy is at its cap.
+func (b MemoryBudget) HostShareMiB() int {
+	return b.LimitMiB - b.modulesMiB()
+}
+
+// modulesMiB is every instance of every copy at its cap.
+func (b MemoryBudget) modulesMiB() int {
+	return b.Copies * b.PoolSize * b.MemoryLimitMiB
 }
 
 func (b MemoryBudget) String() string {
@@ -66,12 +77,6 @@ func (b MemoryBudget) String() string {
 	}
 	return fmt.Sprintf("limits.poolSize %d x limits.memoryLimitMiB %d%s + %d MiB for the manager = %d MiB",
 		b.PoolSize, b.MemoryLimitMiB, copies, HostBaselineMiB, b.NeedMiB())
-}
-
-// HostShareMiB is what the limit leaves the manager once every instance
-// of every copy is at its cap.
-func (b MemoryBudget) HostShareMiB() int {
-	return b.LimitMiB - b.Copies*b.PoolSize*b.MemoryLimitMiB
 }
 
 // applyMemoryBudget refuses a configuration whose modules could need more
@@ -100,24 +105,20 @@ func applyMemoryBudget(cfg *Config) error {
 		return nil
 	}
 	b.LimitMiB, b.LimitFile = int(min(limit>>20, 1<<40)), file
-	if b.NeedMiB() <= b.LimitMiB {
-		limitGoMemory(b)
-		return nil
-	}
-	if cfg.Limits.FitPoolToMemory {
+	if b.NeedMiB() > b.LimitMiB {
 		fit := (b.LimitMiB - HostBaselineMiB) / (b.Copies * b.MemoryLimitMiB)
-		if fit >= 1 {
-			klog.InfoS("lowering the module pool size to fit the container's memory limit",
-				"from", b.PoolSize, "to", fit, "limitMiB", b.LimitMiB, "memoryLimitMiB", b.MemoryLimitMiB)
-			cfg.Limits.PoolSize, b.PoolSize = fit, fit
-			limitGoMemory(b)
-			return nil
+		if !cfg.Limits.FitPoolToMemory || fit < 1 {
+			return fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
+				"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
+				"or set limits.fitPoolToMemory to lower the pool size to what fits",
+				b, b.LimitMiB, b.LimitFile, b.NeedMiB())
 		}
+		klog.InfoS("lowering the module pool size to fit the container's memory limit",
+			"from", b.PoolSize, "to", fit, "limitMiB", b.LimitMiB, "memoryLimitMiB", b.MemoryLimitMiB)
+		cfg.Limits.PoolSize, b.PoolSize = fit, fit
 	}
-	return fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
-		"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
-		"or set limits.fitPoolToMemory to lower the pool size to what fits",
-		b, b.LimitMiB, b.LimitFile, b.NeedMiB())
+	limitGoMemory(b)
+	return nil
 }
 
 // limitGoMemory sets the Go runtime's soft memory limit to the manager's
@@ -131,10 +132,10 @@ func limitGoMemory(b MemoryBudget) {
 		klog.V(2).InfoS("GOMEMLIMIT is set; the Go soft memory limit is left as it says")
 		return
 	}
-	share := int64(b.HostShareMiB()) << 20
-	setGoMemoryLimit(share)
+	share := b.HostShareMiB()
+	setGoMemoryLimit(int64(share) << 20)
 	klog.InfoS("Go soft memory limit set to the manager's share of the container's memory limit",
-		"softLimitMiB", b.HostShareMiB(), "limitMiB", b.LimitMiB, "modulesMiB", b.Copies*b.PoolSize*b.MemoryLimitMiB)
+		"softLimitMiB", share, "limitMiB", b.LimitMiB, "modulesMiB", b.modulesMiB())
 }
 
 // unlimited is the value cgroup v1 reports for no limit, rounded down to a
