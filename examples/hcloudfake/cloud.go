@@ -12,8 +12,10 @@
 // Like the real API it paginates lists (page, per_page, meta.pagination),
 // filters by name and label_selector, reports errors as
 // {"error":{"code":...,"message":...}} with the API's error codes, sends
-// RateLimit-Limit/-Remaining/-Reset headers, and answers writes with
-// actions that are "running" until polled (Options.ActionPolls times).
+// RateLimit-Limit/-Remaining/-Reset headers, refuses targets and services
+// beyond a load balancer type's limits (and a change to a type they do not
+// fit), and answers writes with actions that are "running" until polled
+// (Options.ActionPolls times).
 // Faults (latency, 5xx, 429 with Retry-After, 401) come from package
 // faultinject.
 //

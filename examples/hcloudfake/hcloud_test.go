@@ -187,6 +187,120 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	}
 }
 
+// A load balancer type's limits hold as in the real API: a target or
+// service beyond the type's maximum is resource_limit_exceeded (403), a
+// change to a type the load balancer does not fit is
+// invalid_load_balancer_type (422), and a refused request changes nothing.
+func TestLoadBalancerTypeLimits(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{})
+	ctx := context.Background()
+	lb11, _, err := client.LoadBalancerType.GetByName(ctx, "lb11")
+	if err != nil || lb11 == nil || lb11.MaxTargets < 1 || lb11.MaxServices < 1 {
+		t.Fatalf("type lb11: %+v, %v", lb11, err)
+	}
+	var servers []*hcloud.Server
+	for i := range lb11.MaxTargets + 1 {
+		s, err := cloud.AddServer(hcloudfake.Server{Name: "s-" + strconv.Itoa(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers = append(servers, &hcloud.Server{ID: s.ID})
+	}
+	addService := func(lb *hcloud.LoadBalancer, i int) (*hcloud.Action, *hcloud.Response, error) {
+		return client.LoadBalancer.AddService(ctx, lb, hcloud.LoadBalancerAddServiceOpts{Protocol: hcloud.LoadBalancerServiceProtocolTCP,
+			ListenPort: hcloud.Ptr(1000 + i), DestinationPort: hcloud.Ptr(30000 + i)})
+	}
+	toLB11 := func(lb *hcloud.LoadBalancer) (*hcloud.Action, *hcloud.Response, error) {
+		return client.LoadBalancer.ChangeType(ctx, lb, hcloud.LoadBalancerChangeTypeOpts{LoadBalancerType: lb11})
+	}
+	tests := []struct {
+		name              string
+		typ               string
+		targets, services int // added before step
+		step              func(lb *hcloud.LoadBalancer) (*hcloud.Action, *hcloud.Response, error)
+		code              hcloud.ErrorCode // "" when step succeeds
+		status            int
+		wantType          string
+	}{
+		{"target beyond max_targets", "lb11", lb11.MaxTargets, 0, func(lb *hcloud.LoadBalancer) (*hcloud.Action, *hcloud.Response, error) {
+			return client.LoadBalancer.AddServerTarget(ctx, lb, hcloud.LoadBalancerAddServerTargetOpts{Server: servers[lb11.MaxTargets]})
+		}, hcloud.ErrorCodeResourceLimitExceeded, 403, "lb11"},
+		{"service beyond max_services", "lb11", 0, lb11.MaxServices, func(lb *hcloud.LoadBalancer) (*hcloud.Action, *hcloud.Response, error) {
+			return addService(lb, lb11.MaxServices)
+		}, hcloud.ErrorCodeResourceLimitExceeded, 403, "lb11"},
+		{"change_type to fewer targets than it has", "lb21", lb11.MaxTargets + 1, 0, toLB11, hcloud.ErrorCodeInvalidLoadBalancerType, 422, "lb21"},
+		{"change_type to fewer services than it has", "lb21", 0, lb11.MaxServices + 1, toLB11, hcloud.ErrorCodeInvalidLoadBalancerType, 422, "lb21"},
+		{"change_type to a type it fills exactly", "lb21", lb11.MaxTargets, lb11.MaxServices, toLB11, "", 201, "lb11"},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{Name: "limits-" + strconv.Itoa(i),
+				LoadBalancerType: &hcloud.LoadBalancerType{Name: tt.typ}, Location: &hcloud.Location{Name: "fsn1"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lb := res.LoadBalancer
+			for _, s := range servers[:tt.targets] {
+				action, _, err := client.LoadBalancer.AddServerTarget(ctx, lb, hcloud.LoadBalancerAddServerTargetOpts{Server: s})
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitAll(t, client, action)
+			}
+			for i := range tt.services {
+				action, _, err := addService(lb, i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitAll(t, client, action)
+			}
+			action, resp, err := tt.step(lb)
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("step: %v", err)
+				}
+				waitAll(t, client, action)
+			} else if !hcloud.IsError(err, tt.code) {
+				t.Fatalf("step: %v, want %s", err, tt.code)
+			}
+			if resp == nil || resp.StatusCode != tt.status {
+				t.Fatalf("step answered %v, want status %d", resp, tt.status)
+			}
+			got, _, err := client.LoadBalancer.GetByID(ctx, lb.ID)
+			if err != nil || got == nil {
+				t.Fatalf("GetByID: %v %v", got, err)
+			}
+			if len(got.Targets) != tt.targets || len(got.Services) != tt.services || got.LoadBalancerType.Name != tt.wantType {
+				t.Fatalf("after the step: %d targets, %d services, type %s; want %d, %d, %s",
+					len(got.Targets), len(got.Services), got.LoadBalancerType.Name, tt.targets, tt.services, tt.wantType)
+			}
+		})
+	}
+
+	// A create asking for more targets than its type allows is refused
+	// whole: no load balancer, and none in the network it was to join.
+	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := hcloud.LoadBalancerCreateOpts{Name: "too-many", LoadBalancerType: lb11, Location: &hcloud.Location{Name: "fsn1"},
+		Network: &hcloud.Network{ID: network.ID}}
+	for _, s := range servers {
+		opts.Targets = append(opts.Targets, hcloud.LoadBalancerCreateOptsTarget{Type: hcloud.LoadBalancerTargetTypeServer,
+			Server: hcloud.LoadBalancerCreateOptsTargetServer{Server: s}})
+	}
+	_, resp, err := client.LoadBalancer.Create(ctx, opts)
+	if !hcloud.IsError(err, hcloud.ErrorCodeResourceLimitExceeded) || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("create with %d targets on lb11: %v, want resource_limit_exceeded (403)", len(opts.Targets), err)
+	}
+	if got, _, err := client.LoadBalancer.GetByName(ctx, "too-many"); err != nil || got != nil {
+		t.Fatalf("refused create left load balancer %v (%v)", got, err)
+	}
+	if n, _ := cloud.Network(network.ID); len(n.LoadBalancers) != 0 {
+		t.Fatalf("refused create left load balancers %v in the network", n.LoadBalancers)
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	cloud, client := newClient(t, hcloudfake.Options{})
 	ctx := context.Background()

@@ -25,6 +25,10 @@ func notFound(what string) *apiError { return &apiError{404, "not_found", what +
 
 func invalidInput(field, msg string) *apiError { return &apiError{400, "invalid_input", msg} }
 
+// limitExceeded is the API's answer to a request that would take a
+// resource past a limit of its type.
+func limitExceeded(msg string) *apiError { return &apiError{403, "resource_limit_exceeded", msg} }
+
 // codes maps a status to the API's error code, for injected faults.
 var codes = map[int]string{
 	401: "unauthorized", 409: "conflict", 423: "locked", 429: "rate_limit_exceeded", 500: "server_error",

@@ -179,9 +179,23 @@ func (c *Cloud) createLoadBalancer(r *http.Request) (int, any, *apiError) {
 	if req.Algorithm != nil {
 		lb.Algorithm.Type = req.Algorithm.Type
 	}
+	if err := c.populateLocked(lb, req); err != nil {
+		// A refused create leaves no trace, not even in the network.
+		c.leaveNetworksLocked(id)
+		return 0, nil, err
+	}
+	c.loadBalancers[id] = lb
+	a := c.newActionLocked("create_load_balancer", schema.ActionResourceReference{ID: id, Type: "load_balancer"})
+	return 201, schema.LoadBalancerCreateResponse{LoadBalancer: c.withHealthLocked(lb), Action: a}, nil
+}
+
+// populateLocked attaches a new load balancer to the network and adds the
+// services and targets its create request asks for, each checked as the
+// action adding it would be.
+func (c *Cloud) populateLocked(lb *schema.LoadBalancer, req schema.LoadBalancerCreateRequest) *apiError {
 	if req.Network != nil {
 		if err := c.attachLocked(lb, schema.LoadBalancerActionAttachToNetworkRequest{Network: *req.Network}); err != nil {
-			return 0, nil, err
+			return err
 		}
 	}
 	for _, s := range req.Services {
@@ -192,7 +206,7 @@ func (c *Cloud) createLoadBalancer(r *http.Request) (int, any, *apiError) {
 				Port: s.HealthCheck.Port, Interval: s.HealthCheck.Interval, Timeout: s.HealthCheck.Timeout, Retries: s.HealthCheck.Retries}
 		}
 		if err := addService(lb, svc); err != nil {
-			return 0, nil, err
+			return err
 		}
 	}
 	for _, t := range req.Targets {
@@ -201,12 +215,10 @@ func (c *Cloud) createLoadBalancer(r *http.Request) (int, any, *apiError) {
 			tr.Server = &schema.LoadBalancerActionAddTargetRequestServer{ID: t.Server.ID}
 		}
 		if err := c.addTargetLocked(lb, tr); err != nil {
-			return 0, nil, err
+			return err
 		}
 	}
-	c.loadBalancers[id] = lb
-	a := c.newActionLocked("create_load_balancer", schema.ActionResourceReference{ID: id, Type: "load_balancer"})
-	return 201, schema.LoadBalancerCreateResponse{LoadBalancer: c.withHealthLocked(lb), Action: a}, nil
+	return nil
 }
 
 func (c *Cloud) updateLoadBalancer(r *http.Request) (int, any, *apiError) {
@@ -239,11 +251,16 @@ func (c *Cloud) deleteLoadBalancer(r *http.Request) (int, any, *apiError) {
 	if lb.Protection.Delete {
 		return 0, nil, &apiError{403, "protected", "load balancer is delete protected"}
 	}
-	for _, n := range c.networks {
-		n.LoadBalancers = slices.DeleteFunc(n.LoadBalancers, func(id int64) bool { return id == lb.ID })
-	}
+	c.leaveNetworksLocked(lb.ID)
 	delete(c.loadBalancers, lb.ID)
 	return 204, nil, nil
+}
+
+// leaveNetworksLocked removes a load balancer from every network's list.
+func (c *Cloud) leaveNetworksLocked(id int64) {
+	for _, n := range c.networks {
+		n.LoadBalancers = slices.DeleteFunc(n.LoadBalancers, func(lb int64) bool { return lb == id })
+	}
 }
 
 // loadBalancerAction runs POST /v1/load_balancers/{id}/actions/{action}.
@@ -306,6 +323,9 @@ func (c *Cloud) loadBalancerAction(r *http.Request) (int, any, *apiError) {
 			if !ok {
 				return invalidInput("load_balancer_type", "load balancer type not found")
 			}
+			if err := fitsType(lb, t); err != nil {
+				return err
+			}
 			lb.LoadBalancerType = t
 			return nil
 		})
@@ -366,6 +386,9 @@ func addService(lb *schema.LoadBalancer, req schema.LoadBalancerActionAddService
 	if slices.ContainsFunc(lb.Services, func(s schema.LoadBalancerService) bool { return s.ListenPort == svc.ListenPort }) {
 		return &apiError{409, "source_port_already_used", "listen port " + strconv.Itoa(svc.ListenPort) + " is already used"}
 	}
+	if err := serviceLimit.roomForOne(lb); err != nil {
+		return err
+	}
 	if hc := req.HealthCheck; hc != nil {
 		h := svc.HealthCheck
 		h.Protocol = hc.Protocol
@@ -424,6 +447,9 @@ func (c *Cloud) addTargetLocked(lb *schema.LoadBalancer, req schema.LoadBalancer
 	if slices.ContainsFunc(lb.Targets, func(t schema.LoadBalancerTarget) bool { return t.Server != nil && t.Server.ID == srv.ID }) {
 		return &apiError{409, "target_already_defined", "server is already a target"}
 	}
+	if err := targetLimit.roomForOne(lb); err != nil {
+		return err
+	}
 	private := req.UsePrivateIP != nil && *req.UsePrivateIP
 	if private {
 		if len(lb.PrivateNet) == 0 {
@@ -437,6 +463,44 @@ func (c *Cloud) addTargetLocked(lb *schema.LoadBalancer, req schema.LoadBalancer
 	}
 	lb.Targets = append(lb.Targets, schema.LoadBalancerTarget{Type: "server", Server: &schema.LoadBalancerTargetServer{ID: srv.ID},
 		UsePrivateIP: private, HealthStatus: []schema.LoadBalancerTargetHealthStatus{}})
+	return nil
+}
+
+// lbLimit is a count that a load balancer type bounds. Certificates are
+// not modelled (services take none), so max_assigned_certificates is not
+// one of them.
+type lbLimit struct {
+	what string
+	max  func(*schema.LoadBalancerType) int
+	used func(*schema.LoadBalancer) int
+}
+
+var (
+	targetLimit = lbLimit{"targets", func(t *schema.LoadBalancerType) int { return t.MaxTargets },
+		func(lb *schema.LoadBalancer) int { return len(lb.Targets) }}
+	serviceLimit = lbLimit{"services", func(t *schema.LoadBalancerType) int { return t.MaxServices },
+		func(lb *schema.LoadBalancer) int { return len(lb.Services) }}
+)
+
+// roomForOne refuses to add one more to a load balancer that already has
+// as many as its type allows, as the API does.
+func (l lbLimit) roomForOne(lb *schema.LoadBalancer) *apiError {
+	t := &lb.LoadBalancerType
+	if max := l.max(t); l.used(lb) >= max {
+		return limitExceeded("load balancer type " + t.Name + " allows at most " + strconv.Itoa(max) + " " + l.what)
+	}
+	return nil
+}
+
+// fitsType refuses to change a load balancer to a type whose limits it
+// already exceeds, with the API's error for change_type.
+func fitsType(lb *schema.LoadBalancer, t schema.LoadBalancerType) *apiError {
+	for _, l := range []lbLimit{targetLimit, serviceLimit} {
+		if n, max := l.used(lb), l.max(&t); n > max {
+			return &apiError{422, "invalid_load_balancer_type", "the load balancer has " + strconv.Itoa(n) + " " + l.what +
+				", type " + t.Name + " allows at most " + strconv.Itoa(max)}
+		}
+	}
 	return nil
 }
 
