@@ -3,6 +3,7 @@ package hcloud
 import (
 	"context"
 	"errors"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -438,5 +439,173 @@ func TestTokenFromCredential(t *testing.T) {
 	}
 	if resp, _ := http.Get(srv.URL + "/v1/servers"); resp.StatusCode != 401 {
 		t.Fatalf("the fake accepted a request without token: %d", resp.StatusCode)
+	}
+}
+
+// Nodes beyond the type's max_targets are left out as the official CCM
+// leaves them: targets in place stay, the others are added in Node order
+// up to the limit, and the call succeeds with a warning naming how many
+// Nodes were not added, so the controller does not retry it in a loop.
+func TestLoadBalancerMaxTargets(t *testing.T) {
+	limit := func(typ string) int {
+		for _, lt := range hcloudfake.LoadBalancerTypes {
+			if lt.Name == typ {
+				return lt.MaxTargets
+			}
+		}
+		t.Fatalf("no load balancer type %s", typ)
+		return 0
+	}
+	max := limit(defaultType)
+	n := max + 5
+	span := func(from, to int) []int {
+		var out []int
+		for i := from; i < to; i++ {
+			out = append(out, i)
+		}
+		return out
+	}
+	tests := []struct {
+		name string
+		// first are the Nodes (indexes) of EnsureLoadBalancer, then those
+		// of an UpdateLoadBalancer after it, if any, with the type
+		// annotation thenType if set.
+		first, then []int
+		thenType    string
+		// meddle makes the servers of these Nodes targets at the
+		// provider's first add_target, as another client could between
+		// its read and its write.
+		meddle []int
+		want   []int // the Nodes whose servers are targets in the end
+	}{
+		{name: "more Nodes than the type takes", first: span(0, n), want: span(0, max)},
+		{name: "targets in place stay", first: span(5, n), then: span(0, n), want: span(5, n)},
+		{name: "a Node that leaves frees its place", first: span(0, n), then: span(1, n), want: span(1, max+1)},
+		{name: "a larger type takes them all", first: span(0, n), then: span(0, n), thenType: "lb21", want: span(0, n)},
+		{name: "filled by another client meanwhile", first: span(0, n), meddle: span(n-max, n), want: span(n-max, n)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, `{"loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{})
+			var logs strings.Builder
+			e.p.host.(*native.Host).Logger = log.New(&logs, "", 0)
+			var servers []int64
+			for i := range n {
+				s, err := e.cloud.AddServer(hcloudfake.Server{Name: "node-" + strconv.Itoa(i)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				servers = append(servers, s.ID)
+			}
+			nodes := func(idx []int) []abi.Node {
+				var out []abi.Node
+				for _, i := range idx {
+					out = append(out, abi.Node{Name: "node-" + strconv.Itoa(i), ProviderID: "hcloud://" + strconv.FormatInt(servers[i], 10)})
+				}
+				return out
+			}
+			targetActions, meddled := 0, false
+			proxy(t, e, func(r *http.Request, fake http.Handler) {
+				add := strings.HasSuffix(r.URL.Path, "/actions/add_target")
+				if r.Method != "POST" || !add && !strings.HasSuffix(r.URL.Path, "/actions/remove_target") {
+					return
+				}
+				targetActions++
+				if !add || tt.meddle == nil || meddled {
+					return
+				}
+				meddled = true
+				for _, i := range tt.meddle {
+					req := httptest.NewRequest("POST", r.URL.Path, strings.NewReader(`{"type": "server", "server": {"id": `+strconv.FormatInt(servers[i], 10)+`}}`))
+					rec := httptest.NewRecorder()
+					fake.ServeHTTP(rec, req)
+					if rec.Code != http.StatusCreated {
+						t.Errorf("meddling add_target of server %d: %d %s", servers[i], rec.Code, rec.Body)
+					}
+				}
+			})
+			ctx := context.Background()
+			svc := testService("uid-max", map[string]string{}, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+			if _, err := e.p.EnsureLoadBalancer(ctx, "test", svc, nodes(tt.first)); err != nil {
+				t.Fatalf("EnsureLoadBalancer with %d Nodes: %v", len(tt.first), err)
+			}
+			last := tt.first
+			if tt.then != nil {
+				if tt.thenType != "" {
+					svc.Annotations[annType] = tt.thenType
+				}
+				if err := e.p.UpdateLoadBalancer(ctx, "test", svc, nodes(tt.then)); err != nil {
+					t.Fatalf("UpdateLoadBalancer with %d Nodes: %v", len(tt.then), err)
+				}
+				last = tt.then
+			}
+
+			// Once settled, the same call still succeeds, and tries no
+			// target the API would refuse.
+			logs.Reset()
+			before := targetActions
+			if err := e.p.UpdateLoadBalancer(ctx, "test", svc, nodes(last)); err != nil {
+				t.Fatalf("repeated UpdateLoadBalancer: %v", err)
+			}
+			if got := targetActions - before; got != 0 {
+				t.Fatalf("repeated UpdateLoadBalancer sent %d target actions, want none", got)
+			}
+			lb := e.cloud.LoadBalancers()[0]
+			if len(lb.Targets) > limit(lb.LoadBalancerType.Name) {
+				t.Fatalf("%d targets on %s, more than its max_targets %d", len(lb.Targets), lb.LoadBalancerType.Name, limit(lb.LoadBalancerType.Name))
+			}
+			want := map[int64]bool{}
+			for _, i := range tt.want {
+				want[servers[i]] = true
+			}
+			if got := targetIDs(lb); !reflect.DeepEqual(got, want) {
+				t.Fatalf("%d targets %v, want the servers of Nodes %v", len(got), got, tt.want)
+			}
+			notAdded := strconv.Itoa(len(last)-len(tt.want)) + " Nodes not added"
+			if warned := strings.Contains(logs.String(), notAdded); warned != (len(last) > len(tt.want)) {
+				t.Fatalf("log %q; want a warning with %q only when Nodes are left out", logs.String(), notAdded)
+			}
+		})
+	}
+}
+
+// proxy puts a proxy in front of the fake, which hands each request to
+// before, with the fake's handler, before the fake answers it.
+func proxy(t *testing.T, e *env, before func(r *http.Request, fake http.Handler)) {
+	fake := e.cloud.Handler()
+	authenticated := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+token)
+		fake.ServeHTTP(w, r)
+	})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		before(r, authenticated)
+		authenticated.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	// The proxy authenticates: the provider's credential is bound to the
+	// fake's own origin.
+	e.p.api.BaseURL, e.p.api.Credential = srv.URL+"/v1", ""
+}
+
+// The official CCM does not check max_services: a Service with more ports
+// than the type allows fails with the API's refusal, here as there.
+func TestLoadBalancerMaxServices(t *testing.T) {
+	e := newEnv(t, `{"loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{})
+	max := 0
+	for _, lt := range hcloudfake.LoadBalancerTypes {
+		if lt.Name == defaultType {
+			max = lt.MaxServices
+		}
+	}
+	var ports []abi.ServicePort
+	for i := range max + 1 {
+		ports = append(ports, abi.ServicePort{Protocol: "TCP", Port: int32(1000 + i), NodePort: int32(30000 + i)})
+	}
+	_, err := e.p.EnsureLoadBalancer(context.Background(), "test", testService("uid-ports", nil, ports...), []abi.Node{*e.node("a")})
+	if err == nil || outcome(err) != abi.StatusError || !strings.Contains(err.Error(), "resource_limit_exceeded") {
+		t.Fatalf("EnsureLoadBalancer with %d ports on %s: %v (status %v); want the API's resource_limit_exceeded", len(ports), defaultType, err, outcome(err))
+	}
+	if lb := e.cloud.LoadBalancers()[0]; len(lb.Services) != max {
+		t.Fatalf("%d services, want %s's max_services %d", len(lb.Services), defaultType, max)
 	}
 }

@@ -280,6 +280,12 @@ func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Ser
 		if err := act("change_type", map[string]string{"load_balancer_type": p.lbType(&a)}); err != nil {
 			return err
 		}
+		// The new type's max_targets bounds the targets below.
+		fresh, err := p.getLB(ctx, lb.ID)
+		if err != nil {
+			return err
+		}
+		lb = fresh
 	}
 	if err := p.reconcileNetwork(ctx, lb, &a, act); err != nil {
 		return err
@@ -299,7 +305,7 @@ func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Ser
 	if err := p.reconcileServices(lb, svc, act); err != nil {
 		return err
 	}
-	return p.reconcileTargets(lb, &a, nodes, act)
+	return p.reconcileTargets(ctx, lb, svc, &a, nodes, act)
 }
 
 // reconcileNetwork attaches the load balancer to the configured network
@@ -476,8 +482,12 @@ func (p *Provider) reconcileServices(lb *loadBalancer, svc *abi.Service, act fun
 
 // reconcileTargets makes the servers of the Nodes the load balancer's
 // server targets, with the wanted use of private IPs; targets of other
-// servers are removed.
-func (p *Provider) reconcileTargets(lb *loadBalancer, a *annotations, nodes []abi.Node, act func(string, any) error) error {
+// servers are removed. As the official CCM does, it never goes past the
+// type's max_targets: targets in place stay, the other Nodes are added in
+// their order until the limit is reached, and the Nodes left over are
+// logged as a warning, not returned as an error, which would only make the
+// controller retry what the API refuses.
+func (p *Provider) reconcileTargets(ctx context.Context, lb *loadBalancer, svc *abi.Service, a *annotations, nodes []abi.Node, act func(string, any) error) error {
 	private := p.usePrivateIP(a)
 	if a.err != nil {
 		return a.err
@@ -487,6 +497,7 @@ func (p *Provider) reconcileTargets(lb *loadBalancer, a *annotations, nodes []ab
 	}
 	want := map[int64]bool{}
 	var order []int64
+	nodeName := map[int64]string{}
 	for i := range nodes {
 		id, err := serverID(nodes[i].ProviderID)
 		if err != nil {
@@ -496,8 +507,11 @@ func (p *Provider) reconcileTargets(lb *loadBalancer, a *annotations, nodes []ab
 		if !want[id] {
 			want[id] = true
 			order = append(order, id)
+			nodeName[id] = nodes[i].Name
 		}
 	}
+	// Targets of every kind count against the type's limit.
+	count := len(lb.Targets)
 	have := map[int64]bool{}
 	for _, t := range lb.Targets {
 		if t.Type != "server" || t.Server == nil {
@@ -510,17 +524,76 @@ func (p *Provider) reconcileTargets(lb *loadBalancer, a *annotations, nodes []ab
 		if err := act("remove_target", map[string]any{"type": "server", "server": map[string]int64{"id": t.Server.ID}}); err != nil {
 			return err
 		}
+		count--
 	}
+	limit := lb.LoadBalancerType.MaxTargets
+	full := false
+	var left []string
 	for _, id := range order {
 		if have[id] {
 			continue
 		}
-		err := act("add_target", map[string]any{"type": "server", "server": map[string]int64{"id": id}, "use_private_ip": private})
+		// A type without max_targets leaves the limit to the API's refusal.
+		if full || (limit > 0 && count >= limit) {
+			left = append(left, nodeName[id])
+			continue
+		}
+		added, err := p.addTarget(ctx, lb, id, private)
 		if err != nil {
 			return err
 		}
+		if !added {
+			full = true
+			left = append(left, nodeName[id])
+			continue
+		}
+		count++
+	}
+	if len(left) > 0 {
+		msg := "Service " + svc.Namespace + "/" + svc.Name + ": load balancer " + strconv.Quote(lb.Name) +
+			" has reached the max targets of its type " + lb.LoadBalancerType.Name
+		if limit > 0 {
+			msg += " (" + strconv.Itoa(limit) + ")"
+		}
+		p.logf(abi.LogWarning, msg+"; "+strconv.Itoa(len(left))+" Nodes not added: "+nameList(left))
 	}
 	return nil
+}
+
+// addTarget adds a server target and waits for its action. It returns
+// false, and no error, when the API refuses the target with
+// resource_limit_exceeded: the load balancer already has as many targets
+// as its type allows.
+func (p *Provider) addTarget(ctx context.Context, lb *loadBalancer, id int64, private bool) (bool, error) {
+	what := "add_target on load balancer " + strconv.Quote(lb.Name)
+	body, _ := json.Marshal(map[string]any{"type": "server", "server": map[string]int64{"id": id}, "use_private_ip": private})
+	var resp struct {
+		Action *action `json:"action"`
+	}
+	req := &rest.Request{What: what, Method: "POST", Path: "/load_balancers/" + strconv.FormatInt(lb.ID, 10) + "/actions/add_target",
+		Body: body, Accept: []int32{403}, Into: &resp}
+	answer, err := p.api.Do(ctx, req)
+	if err != nil {
+		return false, err
+	}
+	if answer.StatusCode == 403 {
+		if code, _, ok := decodeAPIError(answer); ok && code == "resource_limit_exceeded" {
+			return false, nil
+		}
+		return false, p.api.Error(req, answer)
+	}
+	return true, p.wait(ctx, what, resp.Action)
+}
+
+// maxListed bounds the names a log line lists.
+const maxListed = 10
+
+// nameList joins names, at most maxListed of them.
+func nameList(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:maxListed], ", ") + " and " + strconv.Itoa(len(names)-maxListed) + " more"
 }
 
 // status reports the load balancer's addresses as the official CCM does:
