@@ -11,8 +11,10 @@
 //
 // Like the real API it paginates lists (page, per_page, meta.pagination),
 // filters by name and label_selector, reports errors as
-// {"error":{"code":...,"message":...}} with the API's error codes, sends
-// RateLimit-Limit/-Remaining/-Reset headers, refuses targets and services
+// {"error":{"code":...,"message":...}} with the API's error codes, keeps a
+// token bucket per project and reports it in RateLimit-Limit/-Remaining/
+// -Reset headers (refusing with 429 rate_limit_exceeded when it is empty,
+// if Options.EnforceRateLimit), refuses targets and services
 // beyond a load balancer type's limits (and a change to a type they do not
 // fit), and answers writes with actions that are "running" until polled
 // (Options.ActionPolls times).
@@ -45,9 +47,21 @@ type Options struct {
 	// ActionPolls is how many times an action is read as "running" before
 	// it reads "success"; it makes clients exercise action polling.
 	ActionPolls int
-	// RateLimit is the RateLimit-Limit sent on every response (3600 like
-	// the real API when 0). Each request spends one; Reset refills it.
+	// RateLimit is the size of the project's token bucket, in requests
+	// per hour (3600 like the real API when 0): the bucket holds
+	// RateLimit tokens, each request spends one and one comes back every
+	// hour/RateLimit (a second at the default). Responses carry
+	// RateLimit-Limit, RateLimit-Remaining (tokens left) and
+	// RateLimit-Reset (the Unix second at which the bucket is full).
 	RateLimit int
+	// EnforceRateLimit refuses a request that finds the bucket empty with
+	// 429 rate_limit_exceeded, as the real API does. When false (the zero
+	// value, which callers sending many requests rely on) such a request is
+	// served anyway and the headers report 0 remaining.
+	EnforceRateLimit bool
+	// Now is the clock the bucket refills by; time.Now when nil. Tests set
+	// it to step through refills.
+	Now func() time.Time
 }
 
 // Cloud is the fake API's state. Its methods are safe for concurrent use.
@@ -62,8 +76,11 @@ type Cloud struct {
 	loadBalancers map[int64]*schema.LoadBalancer
 	networks      map[int64]*schema.Network
 	actions       map[int64]*action
-	remaining     int
-	requests      map[string]int
+	// full is when the token bucket is full again: each spent token
+	// moves it one refill interval later.
+	full      time.Time
+	throttled int
+	requests  map[string]int
 }
 
 // action is an action and the polls it still answers "running".
@@ -78,13 +95,16 @@ func New(opts Options) *Cloud {
 	if opts.RateLimit <= 0 {
 		opts.RateLimit = 3600
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	c := &Cloud{opts: opts}
 	c.Reset()
 	return c
 }
 
 // Reset removes every server, load balancer, network, action and fault,
-// and refills the rate limit.
+// refills the rate limit and zeroes the request and throttle counts.
 func (c *Cloud) Reset() {
 	c.Faults.Clear()
 	c.mu.Lock()
@@ -94,7 +114,8 @@ func (c *Cloud) Reset() {
 	c.loadBalancers = map[int64]*schema.LoadBalancer{}
 	c.networks = map[int64]*schema.Network{}
 	c.actions = map[int64]*action{}
-	c.remaining = c.opts.RateLimit
+	c.full = time.Time{}
+	c.throttled = 0
 	c.requests = map[string]int{}
 }
 
@@ -336,6 +357,33 @@ func (c *Cloud) Requests() map[string]int {
 		out[k] = v
 	}
 	return out
+}
+
+// Throttled returns how many /v1 requests were refused with 429
+// rate_limit_exceeded because the token bucket was empty (not counting
+// injected faults).
+func (c *Cloud) Throttled() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.throttled
+}
+
+// spend takes a token from the bucket at now, if one is left, and returns
+// the tokens remaining and when the bucket is full again. Tokens are
+// whole: the bucket holds limit·interval of credit, and c.full-now of it
+// is spent. Callers hold c.mu.
+func (c *Cloud) spend(now time.Time) (ok bool, remaining int, reset time.Time) {
+	limit := time.Duration(c.opts.RateLimit)
+	interval := max(time.Hour/limit, 1)
+	if c.full.Before(now) {
+		c.full = now
+	}
+	spent := c.full.Sub(now)
+	if ok = spent+interval <= limit*interval; ok {
+		c.full = c.full.Add(interval)
+		spent += interval
+	}
+	return ok, int((limit*interval - spent) / interval), c.full
 }
 
 func (c *Cloud) nextID() int64 {

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +401,79 @@ func mustIP(t *testing.T, s string) net.IP {
 		t.Fatalf("bad IP %q", s)
 	}
 	return ip
+}
+
+// TestRateLimit: the token bucket empties, an empty bucket answers 429
+// rate_limit_exceeded, and tokens come back one per hour/limit.
+func TestRateLimit(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0) // a whole second, so Reset is exact
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	advance := func(d time.Duration) { now.Add(int64(d)) }
+	// 3 requests per hour: a token every 20 minutes.
+	cloud, client := newClient(t, hcloudfake.Options{RateLimit: 3, EnforceRateLimit: true,
+		Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	ctx := context.Background()
+	get := func(wantRemaining int, wantReset time.Time) {
+		t.Helper()
+		_, resp, err := client.Location.List(ctx, hcloud.LocationListOpts{})
+		if err != nil {
+			t.Fatalf("request with %d tokens left: %v", wantRemaining+1, err)
+		}
+		h := resp.Header
+		if h.Get("RateLimit-Limit") != "3" || h.Get("RateLimit-Remaining") != strconv.Itoa(wantRemaining) ||
+			h.Get("RateLimit-Reset") != strconv.FormatInt(wantReset.Unix(), 10) {
+			t.Fatalf("headers %v, want remaining %d, reset %d", h, wantRemaining, wantReset.Unix())
+		}
+	}
+	refused := func() {
+		t.Helper()
+		before := cloud.Throttled()
+		_, resp, err := client.Location.List(ctx, hcloud.LocationListOpts{})
+		if !hcloud.IsError(err, hcloud.ErrorCodeRateLimitExceeded) {
+			t.Fatalf("request on an empty bucket: %v, want %s", err, hcloud.ErrorCodeRateLimitExceeded)
+		}
+		if resp == nil || resp.StatusCode != 429 || resp.Header.Get("RateLimit-Remaining") != "0" {
+			t.Fatalf("refusal %+v", resp)
+		}
+		if reset, _ := strconv.ParseInt(resp.Header.Get("RateLimit-Reset"), 10, 64); reset <= time.Unix(0, now.Load()).Unix() {
+			t.Fatalf("RateLimit-Reset %d is not in the future", reset)
+		}
+		if cloud.Throttled() <= before {
+			t.Fatalf("Throttled() = %d, did not count the refusal", cloud.Throttled())
+		}
+	}
+	tok := 20 * time.Minute
+	get(2, t0.Add(tok))
+	get(1, t0.Add(2*tok))
+	get(0, t0.Add(3*tok))
+	refused()
+	// One token back after 20 minutes, and only one.
+	advance(tok)
+	get(0, t0.Add(4*tok))
+	refused()
+	// Half a token is no token.
+	advance(tok / 2)
+	refused()
+	// After an hour the bucket is full again.
+	advance(time.Hour)
+	at := time.Unix(0, now.Load())
+	get(2, at.Add(tok))
+	get(1, at.Add(2*tok))
+
+	// Not enforced (the default), an empty bucket still serves and reports
+	// 0 remaining.
+	cloud, client = newClient(t, hcloudfake.Options{RateLimit: 1})
+	for i := range 3 {
+		_, resp, err := client.Location.List(ctx, hcloud.LocationListOpts{})
+		if err != nil {
+			t.Fatalf("unenforced request %d: %v", i, err)
+		}
+		if resp.Header.Get("RateLimit-Remaining") != "0" {
+			t.Fatalf("unenforced request %d: remaining %q", i, resp.Header.Get("RateLimit-Remaining"))
+		}
+	}
+	if cloud.Throttled() != 0 {
+		t.Fatalf("Throttled() = %d without enforcement", cloud.Throttled())
+	}
 }

@@ -98,20 +98,30 @@ func (c *Cloud) Handler() http.Handler {
 	return c.Faults.Handler(mux, writeError)
 }
 
-// api wraps a route: counting, authentication, rate-limit headers, body
-// limit, and writing the result or the error.
+// api wraps a route: counting, the rate limit (headers, and 429 when it
+// is enforced and spent), authentication, body limit, and writing the
+// result or the error.
 func (c *Cloud) api(pattern string, h func(*http.Request) (int, any, *apiError)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.mu.Lock()
 		c.requests[pattern]++
-		if c.remaining > 0 {
-			c.remaining--
+		ok, remaining, full := c.spend(c.opts.Now())
+		refuse := !ok && c.opts.EnforceRateLimit
+		if refuse {
+			c.throttled++
 		}
-		remaining := c.remaining
 		c.mu.Unlock()
+		reset := full.Unix()
+		if full.After(time.Unix(reset, 0)) {
+			reset++ // the bucket is full within that second, not before it
+		}
 		w.Header().Set("RateLimit-Limit", strconv.Itoa(c.opts.RateLimit))
 		w.Header().Set("RateLimit-Remaining", strconv.Itoa(remaining))
-		w.Header().Set("RateLimit-Reset", strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10))
+		w.Header().Set("RateLimit-Reset", strconv.FormatInt(reset, 10))
+		if refuse {
+			writeAPIError(w, &apiError{429, "rate_limit_exceeded", "limit of " + strconv.Itoa(c.opts.RateLimit) + " requests per hour reached"})
+			return
+		}
 		if !c.authorized(r) {
 			writeAPIError(w, &apiError{401, "unauthorized", "unable to authenticate"})
 			return
