@@ -15,6 +15,15 @@ import "time"
 // other, because wire layouts are not negotiated.
 const Version = 1
 
+// Revision counts backward-compatible additions to Version: new host
+// imports only, which a module that does not import them never sees. A
+// module that imports a function its host lacks is refused at load with
+// the function's name, so a module needs no way to ask for the revision.
+//
+// Revision 2 added the shared state imports (ImportStateGet,
+// ImportStateSet, ImportStateDelete).
+const Revision = 2
+
 // Core exports every module has.
 const (
 	// ExportABIVersion is () -> i32, returning Version.
@@ -112,7 +121,9 @@ const (
 	// HTTPRequest; the pending result is an HTTPResponse.
 	ImportHTTPDo = "http_do"
 	// ImportCredential is (name_ptr, name_len i32) -> i32. The pending
-	// result is the credential's raw value.
+	// result is the credential's raw value, served only for names the
+	// operator lists in credentials.readable; otherwise ErrnoNotGranted.
+	// Modules name credentials in requests instead (HeaderCredential).
 	ImportCredential = "credential"
 	// ImportLog is (level, msg_ptr, msg_len i32) -> ().
 	ImportLog = "log"
@@ -123,20 +134,62 @@ const (
 	// to [ptr, ptr+len), clears it, and returns the number of bytes copied.
 	// len must equal the size announced by the call that produced it.
 	ImportTakeResult = "take_result"
+
+	// ImportStateGet is (key_ptr, key_len i32, max_age_ms i64, claim i32)
+	// -> i32. The pending result is the value stored under key, when it
+	// was written at most max_age_ms ago (a negative max_age_ms accepts
+	// any age). Otherwise it returns ErrnoNotFound; with claim = 1 the
+	// caller then holds the key's claim: other instances asking with claim
+	// = 1 wait until the holder stores the key or its call ends, so that
+	// one instance fills what all of them need.
+	ImportStateGet = "state_get"
+	// ImportStateSet is (key_ptr, key_len, val_ptr, val_len i32) -> i32:
+	// stores value under key, stamped with the current time, and releases
+	// the key's claim. It returns 0, or ErrnoTooLarge.
+	ImportStateSet = "state_set"
+	// ImportStateDelete is (key_ptr, key_len i32) -> (): removes key, so
+	// that the next reader fills it again.
+	ImportStateDelete = "state_delete"
+)
+
+// MaxStateKeyBytes bounds a shared state key; a longer one is an ABI
+// violation.
+const MaxStateKeyBytes = 512
+
+// Reserved request headers (revision 2): an HTTPRequest names the
+// credential the host is to authenticate it with, instead of carrying the
+// secret, which never enters the module. The host consumes every header
+// that starts with HeaderPrefix, whatever its case, and never sends one
+// to the cloud; one it does not know fails the request. A request that
+// names a credential may not set Authorization itself.
+const (
+	HeaderPrefix = "Wasmccm-"
+	// HeaderCredential names an entry of the cloud-config's
+	// credentials.auth. The host applies it only to the origins the
+	// operator bound to it, at every redirect hop.
+	HeaderCredential = "Wasmccm-Credential"
+	// HeaderSigV4Service and HeaderSigV4Region give the AWS service and
+	// region a sigv4 credential signs for, overriding its defaults.
+	HeaderSigV4Service = "Wasmccm-Sigv4-Service"
+	HeaderSigV4Region  = "Wasmccm-Sigv4-Region"
 )
 
 // Errno is a negative return of a host import.
 type Errno int32
 
 const (
-	// ErrnoNotGranted: the credential exists in no grant for this module.
+	// ErrnoNotGranted: the credential is not readable by this module
+	// (credentials.readable), which is the default.
 	ErrnoNotGranted Errno = -1
 	// ErrnoNotFound: the credential is granted but absent from the mounted
-	// secret.
+	// secret, or no fresh value is stored under a shared state key.
 	ErrnoNotFound Errno = -2
 	// ErrnoNoResult: ImportTakeResult with no pending result or a length
 	// that does not match it.
 	ErrnoNoResult Errno = -3
+	// ErrnoTooLarge: a shared state value larger than the host keeps for
+	// one key.
+	ErrnoTooLarge Errno = -4
 )
 
 func (e Errno) Error() string {
@@ -147,6 +200,8 @@ func (e Errno) Error() string {
 		return "not found"
 	case ErrnoNoResult:
 		return "no pending result of that size"
+	case ErrnoTooLarge:
+		return "value too large"
 	}
 	return "unknown host error"
 }

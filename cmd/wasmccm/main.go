@@ -21,6 +21,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -92,6 +93,11 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		caps[i] = string(c)
 	}
 	fmt.Fprintf(stdout, "capabilities: %s\n", orNone(strings.Join(caps, ", ")))
+	if slices.Contains(info.Imports, abi.ImportCredential) {
+		fmt.Fprintln(stdout, "credentials:  imports credential: reads raw secrets, which only credentials.readable serves (it weakens isolation); name credentials in requests instead")
+	} else {
+		fmt.Fprintln(stdout, "credentials:  does not import credential: it cannot read a secret")
+	}
 	if len(problems) > 0 {
 		fmt.Fprintln(stdout, "problems:")
 		for _, p := range problems {
@@ -141,7 +147,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ctx := context.Background()
 	hostConfig := cfg.HostConfig(filepath.Base(modulePath))
 	if *trace {
-		secrets, err := grantedSecrets(cfg.Credentials)
+		secrets, err := moduleSecrets(cfg.Credentials)
 		if err != nil {
 			return err
 		}

@@ -66,7 +66,7 @@ func runConformance(configPath, specPath, modulePath string) (*conformance.Repor
 	if err != nil {
 		return nil, err
 	}
-	secrets, err := grantedSecrets(cfg.Credentials)
+	secrets, err := moduleSecrets(cfg.Credentials)
 	if err != nil {
 		return nil, err
 	}
@@ -76,12 +76,12 @@ func runConformance(configPath, specPath, modulePath string) (*conformance.Repor
 	})
 }
 
-// grantedSecrets reads the values of the granted credentials, which the
-// suite looks for where they must not appear.
-func grantedSecrets(c provider.CredentialsConfig) ([]string, error) {
+// moduleSecrets reads the values of the Secret keys the credentials name,
+// which the suite looks for where they must not appear.
+func moduleSecrets(c provider.CredentialsConfig) ([]string, error) {
 	var secrets []string
-	for _, name := range c.Granted {
-		b, err := os.ReadFile(filepath.Join(c.Dir, name))
+	for _, key := range c.SecretKeys() {
+		b, err := os.ReadFile(filepath.Join(c.Dir, key))
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}

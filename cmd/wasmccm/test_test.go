@@ -20,8 +20,8 @@ const simToken = "sim-token-0123456789"
 // simcloudEnv starts the simulated cloud with two instances and writes a
 // cloud-config granting the module its origin and token, and a test spec
 // naming both instances and a missing one. extra is appended to
-// providerConfig.
-func simcloudEnv(t *testing.T, extra string) (config, spec string) {
+// providerConfig, creds to credentials.
+func simcloudEnv(t *testing.T, extra, creds string) (config, spec string) {
 	t.Helper()
 	cloud := simcloud.New(simcloud.Options{Token: simToken, Instances: []simcloud.Instance{
 		{ID: "i-0001", Name: "node-1", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateRunning,
@@ -31,7 +31,7 @@ func simcloudEnv(t *testing.T, extra string) (config, spec string) {
 	}})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
-	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`"`+extra+`}`, `nodes:
+	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`"`+extra+`}`, creds, `nodes:
 - {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1}
 - {name: node-2, exists: true}
 - {name: deleted, providerID: "simcloud://i-0099", exists: false}
@@ -58,12 +58,13 @@ func hcloudEnv(t *testing.T) (config, spec string) {
 		spec += fmt.Sprintf("- {name: %s, providerID: \"hcloud://%d\", exists: true, region: %s}\n", s.Name, got.ID, s.Location)
 	}
 	spec += "- {name: deleted, providerID: \"hcloud://999999\", exists: false}\n"
-	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, spec)
+	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, "", spec)
 }
 
 // conformanceFiles writes a cloud-config granting the cloud's origin and
-// the token, with providerConfig, and the test spec.
-func conformanceFiles(t *testing.T, origin, providerConfig, specYAML string) (config, spec string) {
+// binding the token to it, with providerConfig and creds added to
+// credentials, and the test spec.
+func conformanceFiles(t *testing.T, origin, providerConfig, creds, specYAML string) (config, spec string) {
 	t.Helper()
 	dir := t.TempDir()
 	write := func(name, content string) string {
@@ -77,7 +78,7 @@ func conformanceFiles(t *testing.T, origin, providerConfig, specYAML string) (co
 	write("credentials/token", simToken+"\n")
 	config = write("cloud-config.yaml", `module: {path: unused.wasm}
 http: {allowedOrigins: ["`+origin+`"]}
-credentials: {dir: `+filepath.Join(dir, "credentials")+`, granted: [token]}
+credentials: {dir: `+filepath.Join(dir, "credentials")+`, auth: [{name: token, origins: ["`+origin+`"], bearer: {key: token}}]`+creds+`}
 providerConfig: `+providerConfig+`
 `)
 	return config, write("test-spec.yaml", specYAML)
@@ -104,7 +105,7 @@ func TestConformancePasses(t *testing.T) {
 		name string
 		env  func(*testing.T) (config, spec string)
 	}{
-		{"simcloud", func(t *testing.T) (string, string) { return simcloudEnv(t, "") }},
+		{"simcloud", func(t *testing.T) (string, string) { return simcloudEnv(t, "", "") }},
 		{"hcloud", hcloudEnv},
 	}
 	for _, m := range modules {
@@ -121,6 +122,9 @@ func TestConformancePasses(t *testing.T) {
 					if !strings.Contains(out, "ok   "+rule) {
 						t.Errorf("no passed %s check in\n%s", rule, out)
 					}
+				}
+				if !strings.Contains(out, "ok   "+conformance.RuleRawCredentials+"      no credential read raw\n") {
+					t.Errorf("the report does not say the module read no credential raw:\n%s", out)
 				}
 				var report struct {
 					Suites []struct {
@@ -157,11 +161,16 @@ func TestConformanceBrokenModules(t *testing.T) {
 		{"plain-429", conformance.RuleRetryAfter, "-> 429 (51 bytes) [injected: 429+Retry-After]"},
 		{"duplicate-lb", conformance.RuleLBIdempotent, "sent create-like requests (POST /v1/loadbalancers): a duplicate"},
 		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]"},
+		{"gone-from-kept", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {
 			t.Parallel() // each has its own cloud
-			config, spec := simcloudEnv(t, `, bug: `+tt.bug)
+			creds := ""
+			if tt.bug == "logs-token" {
+				creds = ", readable: [token]" // the leak needs the token in the module
+			}
+			config, spec := simcloudEnv(t, `, bug: `+tt.bug, creds)
 			junit := filepath.Join(t.TempDir(), "report.xml")
 			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, broken)
 			if code != 1 {
@@ -180,14 +189,28 @@ func TestConformanceBrokenModules(t *testing.T) {
 			if strings.Contains(out, simToken) || strings.Contains(string(data), simToken) {
 				t.Error("the report shows the token")
 			}
+			if tt.bug == "logs-token" && !strings.Contains(out, "weakens isolation): token\n") {
+				t.Errorf("the report does not name the credential read raw:\n%s", out)
+			}
 		})
+	}
+}
+
+// TestRawReadsOffByDefault: the module that logs the token it reads, run
+// without credentials.readable, gets "not granted", leaks nothing and
+// passes every rule.
+func TestRawReadsOffByDefault(t *testing.T) {
+	config, spec := simcloudEnv(t, `, bug: logs-token`, "")
+	code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go))
+	if code != 0 || !strings.Contains(out, "no credential read raw\n") || strings.Contains(out, simToken) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
 
 // TestCallTrace: call -trace shows each request and log line of the call,
 // with the token redacted, and leaves the JSON answer alone on stdout.
 func TestCallTrace(t *testing.T) {
-	config, _ := simcloudEnv(t, `, bug: logs-token`)
+	config, _ := simcloudEnv(t, `, bug: logs-token`, ", readable: [token]")
 	broken := buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
 	code, out, errOut := runCLI(t, `{"Name":"node-1","ProviderID":"simcloud://i-0001"}`, "call", "-trace", "-config", config, broken, "InstanceExists")
 	if code != 0 || out != "true\n" {

@@ -295,9 +295,9 @@ func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath string, clou
 module: {path: %s, reloadInterval: 10s}
 limits: {poolSize: 4, callTimeout: 10s}
 http: {allowedOrigins: [%q]}
-credentials: {dir: %s, granted: [token]}
+credentials: {dir: %s, auth: [{name: token, origins: [%q], bearer: {key: token}}]}
 providerConfig: %s
-`, modulePath, cloud.url, credDir, cloud.providerConfig)
+`, modulePath, cloud.url, credDir, cloud.url, cloud.providerConfig)
 	configPath := filepath.Join(dir, "cloud-config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		return nil, err

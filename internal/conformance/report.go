@@ -19,11 +19,21 @@ const (
 	// RuleNeverGoneOnDoubt: under a fault, never InstanceExists=false,
 	// never "instance not found", never "load balancer does not exist".
 	RuleNeverGoneOnDoubt = "never-gone-on-doubt"
+	// RuleGoneConfirmed: InstanceExists=false comes from what the cloud
+	// answered in that call, never from what the module kept of an
+	// earlier one: a snapshot may predate the instance, or miss it.
+	RuleGoneConfirmed = "gone-confirmed"
 	// RuleRetryAfter: a 429 from the cloud surfaces as RetryAfter.
 	RuleRetryAfter = "retry-after-on-429"
 	// RuleNoCredentialLeak: no credential value in a log line, an error,
 	// a result or a request URL.
 	RuleNoCredentialLeak = "no-credential-leak"
+	// RuleRawCredentials reports the credentials the module read raw
+	// through the credential import, which only credentials.readable
+	// allows: each is a secret the module held. It never fails by itself:
+	// readable is the operator's choice, and a leak fails
+	// RuleNoCredentialLeak.
+	RuleRawCredentials = "raw-credentials"
 	// RuleLBLifecycle: ensure, get, update, delete, get, delete again.
 	RuleLBLifecycle = "lb-lifecycle"
 	// RuleLBIdempotent: ensuring an existing load balancer creates

@@ -35,8 +35,8 @@ type Options struct {
 	// module's requests are seen in order.
 	Host host.Config
 	Spec *Spec
-	// Secrets are the credential values the module is granted, searched
-	// for in its logs, errors, results and request URLs.
+	// Secrets are the values of the Secret keys the module's credentials
+	// name, searched for in its logs, errors, results and request URLs.
 	Secrets []string
 }
 
@@ -84,6 +84,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.loadBalancer()
 	}
 	r.leaks()
+	if read := mod.RawCredentialReads(); len(read) > 0 {
+		r.pass(RuleRawCredentials, "read raw (credentials.readable, which weakens isolation): "+strings.Join(read, ", "))
+	} else {
+		r.pass(RuleRawCredentials, "no credential read raw")
+	}
 	r.report.Duration = time.Since(start)
 	return r.report, nil
 }
@@ -197,7 +202,15 @@ func urlPath(raw string) string {
 	return strings.TrimSuffix(u.Path, "/")
 }
 
+// call runs one export from empty shared state, so that it reaches the
+// cloud and its requests can be faulted; warmCall keeps what earlier calls
+// left.
 func (r *runner) call(export string, in abi.Message, out func() abi.Message) *outcome {
+	r.mod.ClearState()
+	return r.warmCall(export, in, out)
+}
+
+func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message) *outcome {
 	o := &outcome{method: export}
 	if m, ok := abi.LookupMethod(export); ok {
 		o.method = m.Name
@@ -294,6 +307,16 @@ func (r *runner) instances() {
 			why = fmt.Sprintf("InstanceExists answered %v; the test spec says exists: %v", *e.out.(*abi.Bool), sn.Exists)
 		}
 		r.check(RuleInstances, "InstanceExists"+label, why, e)
+		if !sn.Exists {
+			// What the call above kept (a snapshot, say) must not be
+			// enough to call the instance gone.
+			again := r.warmCall(abi.ExportInstanceExists, &node, newBool)
+			why := ""
+			if again.ok() && !bool(*again.out.(*abi.Bool)) && len(again.trace) == 0 {
+				why = "InstanceExists answered false without asking the cloud in that call: an answer that deletes the Node must come from the cloud's own answer, not from what the module kept"
+			}
+			r.check(RuleGoneConfirmed, "InstanceExists again with kept state"+label, why, again)
+		}
 
 		m := meta()
 		r.check(RuleInstances, "InstanceMetadata"+label, sn.judgeMetadata(m), m)
@@ -469,7 +492,7 @@ func (r *runner) loadBalancer() {
 // leaks searches everything the module said for the credential values.
 func (r *runner) leaks() {
 	if len(r.secrets) == 0 {
-		r.skip(RuleNoCredentialLeak, "credentials stay secret", "the module is granted no credential")
+		r.skip(RuleNoCredentialLeak, "credentials stay secret", "the module's credentials name no secret")
 		return
 	}
 	check := func(name string, found []string) {

@@ -6,6 +6,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
+	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
 const token = "s3cret"
@@ -55,7 +58,7 @@ func newEnv(t *testing.T, cfg string, opts hcloudfake.Options) *env {
 		}
 		e.servers[s.Name] = got
 	}
-	e.p = New(&native.Host{Credentials: map[string]string{"token": token}})
+	e.p = New(authHost(t, srv.URL, "token", token))
 	if cfg == "" {
 		cfg = "{}"
 	}
@@ -65,6 +68,23 @@ func newEnv(t *testing.T, cfg string, opts hcloudfake.Options) *env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// authHost is a native host that applies the credential name, holding
+// value, to requests to origin, as the wasm host does for the module.
+func authHost(t *testing.T, origin, name, value string) *native.Host {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth, err := host.NewAuthTransport("hcloud", host.CredentialsConfig{Dir: dir, Auth: []host.AuthConfig{
+		{Name: name, Origins: []string{origin}, Bearer: &host.BearerAuth{Key: name}},
+	}}, http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &native.Host{Transport: auth}
 }
 
 func (e *env) node(name string) *abi.Node {
@@ -157,6 +177,7 @@ func TestInstanceExistsAndShutdown(t *testing.T) {
 		t.Fatalf("InstanceExists before delete: %v %v", ok, err)
 	}
 	e.cloud.DeleteServer(e.servers["a"].ID)
+	e.p.servers.Invalidate() // as when the snapshot is past its max age
 	for _, node := range []*abi.Node{a, {Name: "a"}} {
 		if ok, err := e.p.InstanceExists(ctx, node); ok || err != nil {
 			t.Fatalf("InstanceExists(%+v) after delete: %v %v; want false, nil", node, ok, err)
@@ -359,9 +380,9 @@ func TestRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	last, _ := e.p.serverByName(ctx, "extra-59")
+	last, _ := e.p.serverByName(ctx, "extra-59", 0)
 	ipOf := func(name string) string {
-		s, err := e.p.serverByName(ctx, name)
+		s, err := e.p.serverByName(ctx, name, 0)
 		if err != nil || s == nil {
 			t.Fatalf("server %s: %v", name, err)
 		}
@@ -390,8 +411,14 @@ func TestRoutes(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("routes\n got %+v\nwant %+v", got, want)
 	}
-	// A route whose server is gone is a blackhole.
+	// A route whose server is gone is a blackhole, once the server
+	// snapshot is newer than the delete (until then it still names the
+	// server, which deletes nothing).
 	e.cloud.DeleteServer(last.ID)
+	if got, _ := e.p.ListRoutes(ctx, "test"); len(got) != 2 || got[0].Blackhole {
+		t.Fatalf("routes from a snapshot older than the delete %+v", got)
+	}
+	e.p.servers.Invalidate()
 	if got, _ := e.p.ListRoutes(ctx, "test"); len(got) != 2 || !got[0].Blackhole || got[0].TargetNode != "" {
 		t.Fatalf("routes after a server delete %+v", got)
 	}
@@ -423,13 +450,13 @@ func TestInitRejectsBadConfig(t *testing.T) {
 	}
 }
 
-// The provider never sends a request without the token, and reads it from
-// the credential only.
+// The provider never sends a request without the token, which the host
+// applies from the credential the provider names.
 func TestTokenFromCredential(t *testing.T) {
 	cloud := hcloudfake.New(hcloudfake.Options{Token: token})
 	srv := httptest.NewServer(cloud.Handler())
 	defer srv.Close()
-	p := New(&native.Host{Credentials: map[string]string{"hcloud": "wrong"}})
+	p := New(authHost(t, srv.URL, "hcloud", "wrong"))
 	if err := p.Init(context.Background(), "c", []byte(`{"endpoint": "`+srv.URL+`/v1", "tokenCredential": "hcloud"}`)); err != nil {
 		t.Fatal(err)
 	}

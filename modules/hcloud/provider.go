@@ -14,12 +14,13 @@
 //
 //	{
 //	  "endpoint": "https://api.hetzner.cloud/v1", // HCLOUD_ENDPOINT
-//	  "tokenCredential": "token",                // credential holding the API token (HCLOUD_TOKEN)
+//	  "tokenCredential": "token",                // credential the host authenticates requests with (HCLOUD_TOKEN)
 //	  "network": "k8s",                          // network name or ID (HCLOUD_NETWORK): private IPs, routes, LB attachment
 //	  "addressFamily": "ipv4",                   // ipv4, ipv6 or dualstack (HCLOUD_INSTANCES_ADDRESS_FAMILY)
 //	  "zoneLabel": true,                         // set the zone label (HCLOUD_INSTANCES_ZONE_LABEL_ENABLED)
 //	  "requestTimeout": "10s",
 //	  "callTimeout": "20s",                      // below the CCM's limits.callTimeout; see below
+//	  "serverCacheMaxAge": "10s",                // how old the server snapshot may be (HCLOUD_SERVER_CACHE_TTL)
 //	  "loadBalancers": {
 //	    "location": "fsn1", "networkZone": "", "type": "lb11", "algorithmType": "",
 //	    "usePrivateIP": false, "disablePrivateIngress": false, "disableIPv6": false,
@@ -49,14 +50,16 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // DefaultEndpoint is the Hetzner Cloud API.
 const DefaultEndpoint = "https://api.hetzner.cloud/v1"
 
-// DefaultTokenCredential is the credential read for the API token when the
-// config does not name one.
+// DefaultTokenCredential is the credential requests name when the config
+// does not name one. The module never reads the API token: the host sends
+// it, as the cloud-config's credentials.auth binds it to the API's origin.
 const DefaultTokenCredential = "token"
 
 // Provider implements sdk.Provider, sdk.InstancesV2, sdk.LoadBalancer and
@@ -70,6 +73,10 @@ type Provider struct {
 	callTimeout time.Duration
 	// networkID caches the configured network's ID once resolved.
 	networkID int64
+	// servers is the server snapshot (servers.go), serverMaxAge how old it
+	// may be for instance lookups.
+	servers      cache.Snapshot
+	serverMaxAge time.Duration
 }
 
 // defaultCallTimeout leaves a third of the CCM's default 30s call timeout
@@ -90,14 +97,16 @@ func New(host sdk.Host) *Provider { return &Provider{host: host} }
 // config is the provider config; the comments name the official CCM's
 // environment variable each field replaces.
 type config struct {
-	Endpoint        string     `json:"endpoint"`
-	TokenCredential *string    `json:"tokenCredential"`
-	Network         string     `json:"network"`
-	AddressFamily   string     `json:"addressFamily"`
-	ZoneLabel       *bool      `json:"zoneLabel"`
-	RequestTimeout  string     `json:"requestTimeout"`
-	CallTimeout     string     `json:"callTimeout"`
-	LoadBalancers   lbDefaults `json:"loadBalancers"`
+	Endpoint        string  `json:"endpoint"`
+	TokenCredential *string `json:"tokenCredential"`
+	Network         string  `json:"network"`
+	AddressFamily   string  `json:"addressFamily"`
+	ZoneLabel       *bool   `json:"zoneLabel"`
+	RequestTimeout  string  `json:"requestTimeout"`
+	CallTimeout     string  `json:"callTimeout"`
+	// ServerCacheMaxAge is HCLOUD_SERVER_CACHE_TTL.
+	ServerCacheMaxAge string     `json:"serverCacheMaxAge"`
+	LoadBalancers     lbDefaults `json:"loadBalancers"`
 }
 
 // lbDefaults are the cluster-wide load balancer settings that annotations
@@ -157,11 +166,16 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	if err != nil {
 		return err
 	}
+	serverMaxAge, err := positiveDuration("serverCacheMaxAge", cfg.ServerCacheMaxAge, defaultServerCacheMaxAge)
+	if err != nil {
+		return err
+	}
 	credential := DefaultTokenCredential
 	if cfg.TokenCredential != nil {
 		credential = *cfg.TokenCredential
 	}
-	p.cfg, p.callTimeout, p.networkID = cfg, callTimeout, 0
+	p.cfg, p.callTimeout, p.networkID, p.serverMaxAge = cfg, callTimeout, 0, serverMaxAge
+	p.servers = p.newServerSnapshot()
 	p.api = rest.Client{Host: p.host, Name: "hcloud", BaseURL: strings.TrimRight(cfg.Endpoint, "/"), Credential: credential,
 		Timeout: timeout, Absent: isNotFound, ErrorMessage: errorMessage, RetryLater: retryLater}
 	if id, err := strconv.ParseInt(cfg.Network, 10, 64); err == nil && id > 0 {

@@ -11,12 +11,14 @@
 //
 //	{
 //	  "endpoint": "http://127.0.0.1:8780",   // required: base URL of the cloud API
-//	  "tokenCredential": "token",            // credential holding the bearer token; default "token", "" = no auth
+//	  "tokenCredential": "token",            // credential the host authenticates requests with; default "token", "" = none
 //	  "requestTimeout": "10s"                // optional: per-request timeout, at most the host's
 //	}
 //
-// The bearer token is read through Host.Credential on every request, so a
-// rotated Secret takes effect on the next call.
+// The module never holds the token: every request names the credential,
+// and the host applies it as the cloud-config's credentials.auth says
+// (a bearer token for the simulated cloud), reading the Secret at send
+// time, so a rotated Secret takes effect on the next call.
 package simcloud
 
 import (
@@ -37,8 +39,8 @@ import (
 // "i-0001" is node provider ID "simcloud://i-0001".
 const ProviderIDPrefix = "simcloud://"
 
-// DefaultTokenCredential is the credential read for the bearer token when
-// the config does not name one.
+// DefaultTokenCredential is the credential requests name when the config
+// does not name one.
 const DefaultTokenCredential = "token"
 
 // Provider implements sdk.Provider, sdk.InstancesV2, sdk.LoadBalancer,

@@ -9,6 +9,8 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -20,6 +22,7 @@ import (
 	sim "github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
+	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
 const (
@@ -81,6 +84,21 @@ type env struct {
 	host  *native.Host
 	p     *Provider
 	logs  *bytes.Buffer
+	// creds is the Secret directory the host's auth reads the token from.
+	creds string
+}
+
+// setToken writes the token Secret key, or removes it when value is "".
+func (e *env) setToken(t *testing.T, value string) {
+	t.Helper()
+	path := filepath.Join(e.creds, "token")
+	if value == "" {
+		os.Remove(path)
+		return
+	}
+	if err := os.WriteFile(path, []byte(value), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var testInstances = []sim.Instance{
@@ -98,20 +116,25 @@ func newEnv(t *testing.T, config string) *env {
 	cloud := sim.New(sim.Options{Token: testToken, Instances: testInstances, Seed: 1})
 	tr := &transport{handler: cloud.Handler()}
 	logs := &bytes.Buffer{}
-	host := &native.Host{
-		Transport:   tr,
-		Credentials: map[string]string{"token": testToken},
-		Timeout:     2 * time.Second,
-		Logger:      log.New(logs, "", 0),
+	creds := t.TempDir()
+	// The host applies the token, as it does for the module.
+	auth, err := host.NewAuthTransport("simcloud", host.CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{
+		{Name: "token", Origins: []string{"http://sim.test"}, Bearer: &host.BearerAuth{Key: "token"}},
+	}}, tr)
+	if err != nil {
+		t.Fatal(err)
 	}
+	h := &native.Host{Transport: auth, Timeout: 2 * time.Second, Logger: log.New(logs, "", 0)}
 	if config == "" {
 		config = `{"endpoint": "http://sim.test", "tokenCredential": "token"}`
 	}
-	p := New(host)
+	p := New(h)
 	if err := p.Init(context.Background(), testCluster, []byte(config)); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	return &env{cloud: cloud, tr: tr, host: host, p: p, logs: logs}
+	e := &env{cloud: cloud, tr: tr, host: h, p: p, logs: logs, creds: creds}
+	e.setToken(t, testToken)
+	return e
 }
 
 func (e *env) fault(t *testing.T, f sim.Fault) {
@@ -307,11 +330,11 @@ func TestInstanceExistsNeverFalseOnFailure(t *testing.T) {
 			e.host.Transport = roundTripFunc(func(*http.Request) (*http.Response, error) { return nil, errors.New("connection refused") })
 		}, want: []string{"no response", "connection refused"}},
 		{name: "wrong token", setup: func(t *testing.T, e *env) {
-			e.host.Credentials["token"] = "stale"
-		}, want: []string{"cloud answered 401", "check the API token"}},
+			e.setToken(t, "stale")
+		}, want: []string{"cloud answered 401", `check the credential "token"`}},
 		{name: "credential missing", setup: func(t *testing.T, e *env) {
-			delete(e.host.Credentials, "token")
-		}, want: []string{"reading the API token", "not granted"}},
+			e.setToken(t, "")
+		}, want: []string{"no response", `credential "token": key "token" is not in the credentials directory`}},
 		{name: "404 from a proxy", setup: func(t *testing.T, e *env) {
 			e.tr.setBefore(func(*http.Request) *http.Response { return response(404, "text/html", "<h1>Not Found</h1>") })
 		}, want: []string{"cloud answered 404"}},
@@ -400,7 +423,7 @@ func TestTokenReadAtEveryCall(t *testing.T) {
 		{testToken, true},
 	}
 	for i, s := range steps {
-		e.host.Credentials["token"] = s.token
+		e.setToken(t, s.token)
 		exists, err := e.p.InstanceExists(ctx, node)
 		if s.ok != (err == nil) || exists != s.ok {
 			t.Fatalf("step %d (token %q): InstanceExists = %v, %v", i, s.token, exists, err)

@@ -60,6 +60,13 @@ type Config struct {
 	// functions only when it compiles with several workers.
 	CompilationWorkers int
 
+	// SharedStateBytes bounds the module's shared state (the state_get
+	// and state_set imports), keys, values and a fixed per-entry overhead
+	// counted; least recently used entries are evicted beyond it, and one
+	// entry may take a quarter of it. Default 8 MiB: a snapshot of 5,000
+	// cloud servers as the hcloud module keeps it takes about 2 MiB.
+	SharedStateBytes int
+
 	HTTP        HTTPConfig
 	Credentials CredentialsConfig
 
@@ -91,15 +98,39 @@ type HTTPConfig struct {
 	// into it, as wasmccm test and call -trace do. The allowlist is checked
 	// before a request reaches the wrapper.
 	Wrap func(http.RoundTripper) http.RoundTripper
+	// Budget holds back requests to the origins it limits (RateBudget).
+	// Give every module of a process the same one: the cloud's quota is
+	// per project, whichever module generation spends it. nil limits
+	// nothing.
+	Budget *RateBudget
+
+	// auth applies the module's credentials between the allowlist and
+	// Wrap; New sets it from Config.Credentials.
+	auth *authenticator
 }
 
-// CredentialsConfig governs the credential host function.
+// CredentialsConfig governs the module's credentials: the host applies
+// them to the module's requests (auth.go); the module reads none unless
+// the operator makes it readable.
 type CredentialsConfig struct {
-	// Dir holds one file per credential, as a Secret volume mounts them.
-	Dir string
-	// Granted lists the credential names the module may read.
-	Granted []string
+	// Dir holds one file per Secret key, as a Secret volume mounts them.
+	Dir string `json:"dir,omitempty"`
+	// Auth lists the credentials requests may name, each bound to origins.
+	Auth []AuthConfig `json:"auth,omitempty"`
+	// Readable lists the Secret keys the credential import serves raw.
+	// Empty by default: a module that holds a secret can publish it (in a
+	// Node label, an address, a log line), so each name here weakens the
+	// sandbox's isolation.
+	Readable []string `json:"readable,omitempty"`
+
+	// OnAuthFailure, when set, is told when a credential cannot be applied
+	// (a missing or malformed secret, a failed token exchange), at most
+	// once per credential per minute; the CCM turns it into an Event.
+	OnAuthFailure func(credential string, err error) `json:"-"`
 }
+
+// DefaultSharedStateBytes is Config.SharedStateBytes's default.
+const DefaultSharedStateBytes = 8 << 20
 
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
@@ -124,6 +155,9 @@ func (c Config) withDefaults() Config {
 		c.CompileTimeout = 60 * time.Second
 	}
 	c.CompilationWorkers = max(c.CompilationWorkers, 2)
+	if c.SharedStateBytes <= 0 {
+		c.SharedStateBytes = DefaultSharedStateBytes
+	}
 	if c.HTTP.Timeout <= 0 {
 		c.HTTP.Timeout = 10 * time.Second
 	}

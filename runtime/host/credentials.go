@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 
@@ -16,23 +17,26 @@ import (
 // maxCredentialBytes bounds one credential value.
 const maxCredentialBytes = 64 << 10
 
-// credentialStore serves granted credentials from a Secret volume. The
-// kubelet rotates a Secret by writing new files and swapping a symlink, so
-// a lookup stats the path, which follows the symlink, and re-reads the
-// file only when what it finds is not the file it read last time (another
-// file, or another size or modification time): rotation takes effect at
-// the next lookup, with no restart, for one stat instead of open, stat,
-// read and close on every request. The cache holds one entry per granted
-// name, from the operator's configuration.
+// credentialStore serves the module's secrets from a Secret volume: to the
+// host, which applies them to requests (auth.go), and raw to the module
+// only for readable names. The kubelet rotates a Secret by writing new
+// files and swapping a symlink, so a lookup stats the path, which follows
+// the symlink, and re-reads the file only when what it finds is not the
+// file it read last time (another file, or another size or modification
+// time): rotation takes effect at the next lookup, with no restart, for
+// one stat instead of open, stat, read and close on every request. The
+// cache holds one entry per key the operator's configuration names.
 type credentialStore struct {
-	module  string
-	dir     string
-	granted map[string]bool
+	module   string
+	dir      string
+	readable map[string]bool
 
 	mu    sync.Mutex
 	cache map[string]cachedCredential
 	// reads counts file reads, which tests compare with lookups.
 	reads int
+	// readRaw records the readable names the module read, for wasmccm test.
+	readRaw map[string]bool
 }
 
 type cachedCredential struct {
@@ -41,15 +45,16 @@ type cachedCredential struct {
 }
 
 func newCredentialStore(module string, cfg CredentialsConfig) (*credentialStore, error) {
-	s := &credentialStore{module: module, dir: cfg.Dir, granted: map[string]bool{}, cache: map[string]cachedCredential{}}
-	for _, name := range cfg.Granted {
+	s := &credentialStore{module: module, dir: cfg.Dir, readable: map[string]bool{},
+		cache: map[string]cachedCredential{}, readRaw: map[string]bool{}}
+	for _, name := range cfg.Readable {
 		if err := ValidCredentialName(name); err != nil {
 			return nil, err
 		}
-		s.granted[name] = true
+		s.readable[name] = true
 	}
-	if len(s.granted) > 0 && s.dir == "" {
-		return nil, errors.New("credentials are granted but no credentials directory is set")
+	if (len(s.readable) > 0 || len(cfg.Auth) > 0) && s.dir == "" {
+		return nil, errors.New("credentials are configured but no credentials directory is set")
 	}
 	return s, nil
 }
@@ -63,8 +68,10 @@ func ValidCredentialName(name string) error {
 	return nil
 }
 
+// get serves the credential import: a raw read, refused unless the
+// operator made name readable.
 func (s *credentialStore) get(name string) ([]byte, abi.Errno) {
-	if !s.granted[name] {
+	if !s.readable[name] {
 		credentialReads.WithLabelValues(s.module, "", "not_granted").Inc()
 		return nil, abi.ErrnoNotGranted
 	}
@@ -74,7 +81,23 @@ func (s *credentialStore) get(name string) ([]byte, abi.Errno) {
 		return nil, abi.ErrnoNotFound
 	}
 	credentialReads.WithLabelValues(s.module, name, "ok").Inc()
+	s.mu.Lock()
+	s.readRaw[name] = true
+	s.mu.Unlock()
 	return value, 0
+}
+
+// RawCredentialReads lists, sorted, the credentials the module has read
+// raw through the credential import: each is a secret the module held.
+func (m *Module) RawCredentialReads() []string {
+	m.creds.mu.Lock()
+	defer m.creds.mu.Unlock()
+	names := make([]string, 0, len(m.creds.readRaw))
+	for name := range m.creds.readRaw {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // read returns the credential's value, from the cache while the file is

@@ -89,7 +89,10 @@ func newFixture(t testing.TB, tc wasmbuild.Toolchain, mutate func(*Config)) *fix
 		PoolSize:       2,
 		CallTimeout:    5 * time.Second,
 		HTTP:           HTTPConfig{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
-		Credentials:    CredentialsConfig{Dir: dir, Granted: []string{"token", "absent"}},
+		Credentials: CredentialsConfig{Dir: dir, Auth: []AuthConfig{
+			{Name: "token", Origins: []string{cloud.URL}, Bearer: &BearerAuth{Key: "token"}},
+			{Name: "absent", Origins: []string{cloud.URL}, Bearer: &BearerAuth{Key: "absent"}},
+		}},
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -183,8 +186,8 @@ func TestStatuses(t *testing.T) {
 				{"retry", abi.ExportInstanceExists, abi.StatusRetryAfter, "rate limited", 3 * time.Second},
 				{"error", abi.ExportInstanceExists, abi.StatusError, "cloud said no", 0},
 				{"denied-host", abi.ExportInstanceMetadata, abi.StatusError, "not in the module's allowed origins", 0},
-				{"cred-not-granted", abi.ExportInstanceMetadata, abi.StatusError, "credential other: not granted", 0},
-				{"cred-missing", abi.ExportInstanceMetadata, abi.StatusError, "credential absent: not found", 0},
+				{"cred-not-granted", abi.ExportInstanceMetadata, abi.StatusError, `credential "other" is not in credentials.auth`, 0},
+				{"cred-missing", abi.ExportInstanceMetadata, abi.StatusError, `credential "absent": key "absent" is not in the credentials directory`, 0},
 				{"huge-response", abi.ExportInstanceMetadata, abi.StatusError, "response body exceeds", 0},
 			}
 			for _, c := range cases {

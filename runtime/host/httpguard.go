@@ -151,6 +151,7 @@ type httpClient struct {
 	cfg     HTTPConfig
 	allowed allowlist
 	client  *http.Client
+	flights flights
 }
 
 func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
@@ -176,6 +177,9 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 	if cfg.Wrap != nil {
 		rt = cfg.Wrap(rt)
 	}
+	if cfg.auth != nil {
+		rt = &authTransport{auth: cfg.auth, next: rt}
+	}
 	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
 	h.client = &http.Client{
 		Transport: rt,
@@ -193,9 +197,27 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 // do performs req and always answers an HTTPResponse: failures are
 // reported in its Error field so the guest can tell them apart.
 func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResponse {
+	key, coalescable := coalesceKey(req)
+	if !coalescable {
+		resp, _ := h.send(ctx, req)
+		return resp
+	}
+	resp, hostLabel, joined := h.flights.do(ctx, key, func() (*abi.HTTPResponse, string) { return h.send(ctx, req) })
+	if joined {
+		httpCoalesced.WithLabelValues(h.module, hostLabel).Inc()
+	}
+	return resp
+}
+
+// send performs req and counts it.
+func (h *httpClient) send(ctx context.Context, req *abi.HTTPRequest) (*abi.HTTPResponse, string) {
+	if !isRead(req.Method) {
+		h.flights.write()
+		defer h.flights.write()
+	}
 	resp, hostLabel, code := h.roundTrip(ctx, req)
 	httpRequests.WithLabelValues(h.module, hostLabel, code).Inc()
-	return resp
+	return resp, hostLabel
 }
 
 // Values of the host label of requests that reached no allowed origin. A
@@ -223,6 +245,11 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 	if req.TimeoutMillis > 0 {
 		timeout = min(timeout, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
+	// The wait for the rate budget is bounded by the call's deadline, not
+	// by the request's timeout, which starts when the request is sent.
+	if refused, code := h.cfg.Budget.wait(ctx, dest, timeout); refused != nil {
+		return refused, hostLabel, code
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	method := req.Method
@@ -249,6 +276,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "error"
 	}
 	defer hresp.Body.Close()
+	h.cfg.Budget.observe(dest, hresp.StatusCode, hresp.Header)
 	body, err := io.ReadAll(io.LimitReader(hresp.Body, h.cfg.MaxResponseBytes+1))
 	if err != nil {
 		return &abi.HTTPResponse{Error: "reading response: " + err.Error()}, hostLabel, "error"

@@ -34,6 +34,9 @@ type instance struct {
 	pending    []byte
 	hasPending bool
 	violation  error
+	// claims are the shared state keys this instance's call claimed,
+	// released when the call ends.
+	claims []string
 }
 
 func newInstance(m *Module, mod api.Module) *instance {
@@ -48,10 +51,14 @@ func newInstance(m *Module, mod api.Module) *instance {
 	for name := range m.methods {
 		inst.methods[name] = mod.ExportedFunction(name)
 	}
+	liveInstances.add(inst)
 	return inst
 }
 
-func (i *instance) close(ctx context.Context) { _ = i.mod.Close(ctx) }
+func (i *instance) close(ctx context.Context) {
+	liveInstances.remove(i)
+	_ = i.mod.Close(ctx)
+}
 
 type instanceKey struct{}
 
@@ -77,6 +84,7 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 	}
 	ctx = context.WithValue(ctx, instanceKey{}, inst)
 	inst.hasPending, inst.pending, inst.violation = false, inst.pending[:0], nil
+	defer m.state.releaseClaims(inst)
 
 	inst.input = abi.Marshal(inst.input, in)
 	size := uint32(len(inst.input))

@@ -21,6 +21,8 @@ import (
 type Info struct {
 	ABIVersion   int32
 	Capabilities []abi.Capability
+	// Imports are the host functions the module imports, in its order.
+	Imports []string
 }
 
 // Supports reports whether the module exports capability c.
@@ -44,6 +46,7 @@ type Module struct {
 	http     *httpClient
 	creds    *credentialStore
 	logger   *guestLogger
+	state    *sharedState
 	pool     *pool
 }
 
@@ -53,12 +56,15 @@ type Module struct {
 func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	cfg = cfg.withDefaults()
 	registerMetrics()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log)}
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes)}
 	var err error
-	if m.http, err = newHTTPClient(cfg.Name, cfg.HTTP); err != nil {
+	if m.creds, err = newCredentialStore(cfg.Name, cfg.Credentials); err != nil {
 		return nil, err
 	}
-	if m.creds, err = newCredentialStore(cfg.Name, cfg.Credentials); err != nil {
+	if m.cfg.HTTP.auth, err = newModuleAuthenticator(cfg, m.creds); err != nil {
+		return nil, err
+	}
+	if m.http, err = newHTTPClient(cfg.Name, m.cfg.HTTP); err != nil {
 		return nil, err
 	}
 	if err := m.compile(ctx, wasm); err != nil {
@@ -80,7 +86,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 // once and reads the ABI version. Every problem found is reported.
 func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	cfg := Config{Name: "validate"}.withDefaults()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log)}
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes)}
 	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
 	m.creds, _ = newCredentialStore(cfg.Name, cfg.Credentials)
 	rt, compiled, err := compile(ctx, wasm, cfg)
@@ -114,6 +120,11 @@ func versionProblem(v int32) string {
 	return fmt.Sprintf("module implements ABI version %d; this host implements version %d", v, abi.Version)
 }
 
+// ClearState empties the module's shared state, so that the next call
+// reaches the cloud as a fresh module's would. Tools that judge each call
+// by the requests it makes (wasmccm test) call it between calls.
+func (m *Module) ClearState() { m.state.clear() }
+
 // Info returns what the host learned of the module.
 func (m *Module) Info() Info { return m.info }
 
@@ -124,6 +135,7 @@ func (m *Module) Name() string { return m.cfg.Name }
 // module's instances and compiled code.
 func (m *Module) Close(ctx context.Context) error {
 	err := m.pool.drain(ctx)
+	m.state.clear()
 	if cerr := m.runtime.Close(context.WithoutCancel(ctx)); err == nil {
 		err = cerr
 	}
@@ -278,6 +290,9 @@ func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
 		case wasi_snapshot_preview1.ModuleName:
 		case abi.ImportModule:
 			sig, known := hostFunctionSignatures[name]
+			if known {
+				info.Imports = append(info.Imports, name)
+			}
 			if !known {
 				problems = append(problems, fmt.Sprintf("imports unknown host function %s.%s", module, name))
 			} else if !sig.matches(def) {

@@ -68,6 +68,8 @@ type Cloud struct {
 	loaded   string
 	rejected string
 	events   *moduleEvents
+	// auth reports the credentials the host cannot apply; set by New.
+	auth *authEvents
 	// budget bounds Node deletions (deletionbudget.go); nil when disabled.
 	budget *deletionBudget
 	nodes  atomic.Pointer[nodeCache]
@@ -95,11 +97,19 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 	if err != nil {
 		return nil, err
 	}
-	mod, err := host.New(ctx, file.wasm, cfg.HostConfig(moduleName(cfg.Module.Path)))
+	throttled := &rateEvents{}
+	if cfg.HTTP.budget, err = host.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
+		return nil, fmt.Errorf("cloud-config: http: %w", err)
+	}
+	auth := &authEvents{}
+	mod, err := host.New(ctx, file.wasm, auth.hostConfig(cfg))
 	if err != nil {
 		return nil, fmt.Errorf("module %s: %w", cfg.Module.Path, err)
 	}
 	c := NewWithBackend(cfg, mod)
+	c.auth = auth
+	auth.cloud.Store(c)
+	throttled.cloud.Store(c)
 	c.loaded = file.digest
 	klog.InfoS("provider module loaded", "path", cfg.Module.Path, "sha256", file.digest,
 		"capabilities", mod.Info().Capabilities)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -70,6 +71,11 @@ type LimitsConfig struct {
 	// collector (TinyGo's -gc=leaking) is reclaimed only this way: one call
 	// may allocate memoryLimitMiB minus the mark.
 	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
+	// SharedStateMiB bounds the module's shared state in the host, which
+	// its instances use to keep what they learn of the cloud across calls
+	// (host.Config.SharedStateBytes). Default 8; counted in the memory
+	// budget.
+	SharedStateMiB uint32 `json:"sharedStateMiB,omitempty"`
 	// FitPoolToMemory lowers poolSize at start until the memory budget
 	// fits the container's limit, instead of refusing to start.
 	FitPoolToMemory bool `json:"fitPoolToMemory,omitempty"`
@@ -80,13 +86,21 @@ type HTTPConfig struct {
 	AllowedOrigins   []string        `json:"allowedOrigins,omitempty"`
 	Timeout          metav1.Duration `json:"timeout,omitempty"`
 	MaxResponseBytes int64           `json:"maxResponseBytes,omitempty"`
+	// RateLimits budgets the requests to some of the allowed origins, for
+	// the whole process (host.RateBudget).
+	RateLimits []host.RateLimit `json:"rateLimits,omitempty"`
+
+	// budget is RateLimits' budget, made once by New: HostConfig hands the
+	// same one to every module generation, so that the module in service,
+	// a shadow and a reloaded one spend one quota, as the cloud counts it.
+	budget *host.RateBudget
 }
 
-// CredentialsConfig is the module's credential grant.
-type CredentialsConfig struct {
-	Dir     string   `json:"dir,omitempty"`
-	Granted []string `json:"granted,omitempty"`
-}
+// CredentialsConfig is the module's credentials: dir is the mounted
+// Secret, auth the credentials the host applies to the module's requests
+// (host.AuthConfig), readable the keys the module may read raw, which
+// weakens isolation and is empty by default.
+type CredentialsConfig = host.CredentialsConfig
 
 // ParseConfig reads and validates a cloud-config.
 func ParseConfig(r io.Reader) (*Config, error) {
@@ -99,6 +113,9 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	}
 	var cfg Config
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		if strings.Contains(err.Error(), `unknown field "granted"`) {
+			err = fmt.Errorf("%w: credentials.granted was replaced by credentials.auth, which has the host apply a credential to the module's requests, and credentials.readable, which lets the module read it", err)
+		}
 		return nil, fmt.Errorf("cloud-config: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
@@ -125,19 +142,19 @@ func (c *Config) validate() error {
 	if c.Limits.MemoryLimitMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
 	}
+	if c.Limits.SharedStateMiB > 4096 {
+		errs = append(errs, fmt.Errorf("limits.sharedStateMiB %d exceeds 4096", c.Limits.SharedStateMiB))
+	}
 	if c.Limits.RecycleAboveMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.recycleAboveMiB %d exceeds wasm32's 4096", c.Limits.RecycleAboveMiB))
 	}
 	if _, err := host.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
+	} else if _, err := host.NewRateBudget(c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
+		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
-	for _, name := range c.Credentials.Granted {
-		if err := host.ValidCredentialName(name); err != nil {
-			errs = append(errs, fmt.Errorf("credentials: %w", err))
-		}
-	}
-	if len(c.Credentials.Granted) > 0 && c.Credentials.Dir == "" {
-		errs = append(errs, errors.New("credentials.granted needs credentials.dir"))
+	if err := host.ValidateCredentials(c.Credentials, c.HTTP.AllowedOrigins); err != nil {
+		errs = append(errs, fmt.Errorf("credentials: %w", err))
 	}
 	return errors.Join(errs...)
 }
@@ -157,13 +174,15 @@ func (c *Config) HostConfig(name string) host.Config {
 		CallTimeout:         c.Limits.CallTimeout.Duration,
 		MemoryLimitPages:    c.Limits.MemoryLimitMiB * 16,
 		RecycleAbovePages:   c.Limits.RecycleAboveMiB * 16,
+		SharedStateBytes:    int(c.Limits.SharedStateMiB) << 20,
 		CompilationCacheDir: c.Module.CompilationCacheDir,
 		HTTP: host.HTTPConfig{
 			AllowedOrigins:   c.HTTP.AllowedOrigins,
 			Timeout:          c.HTTP.Timeout.Duration,
 			MaxResponseBytes: c.HTTP.MaxResponseBytes,
+			Budget:           c.HTTP.budget,
 		},
-		Credentials: host.CredentialsConfig{Dir: c.Credentials.Dir, Granted: c.Credentials.Granted},
+		Credentials: c.Credentials,
 	}
 }
 

@@ -305,7 +305,9 @@ clusterName: prod
 module: {path: /m/provider.wasm.gz, sha256: "abc", compilationCacheDir: /var/cache, reloadInterval: 5s}
 limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 64}
 http: {allowedOrigins: ["https://api.example.com", "http://127.0.0.1:8780"], timeout: 5s}
-credentials: {dir: /etc/creds, granted: [token]}
+credentials:
+  dir: /etc/creds
+  auth: [{name: token, origins: ["https://api.example.com"], bearer: {key: token}}]
 providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 `, ""},
 		{"unknown field", "module: {path: x}\nlimit: {poolSize: 2}\n", `unknown field "limit"`},
@@ -315,8 +317,23 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 		{"image without cache", "module: {image: r.example/m@sha256:" + strings.Repeat("a", 64) + "}\n", "needs module.imageCacheDir"},
 		{"registry settings without image", "module: {path: x, allowTags: true}\n", "need module.image"},
 		{"bad origin", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a/path\"]}\n", "only scheme://host[:port]"},
-		{"bad credential", "module: {path: x}\ncredentials: {dir: /d, granted: [\"../etc/passwd\"]}\n", "not a plain Secret key"},
-		{"grant without dir", "module: {path: x}\ncredentials: {granted: [token]}\n", "needs credentials.dir"},
+		{"bad credential", "module: {path: x}\ncredentials: {dir: /d, readable: [\"../etc/passwd\"]}\n", "not a plain Secret key"},
+		{"readable without dir", "module: {path: x}\ncredentials: {readable: [token]}\n", "need credentials.dir"},
+		{"granted is gone", "module: {path: x}\ncredentials: {dir: /d, granted: [token]}\n", "replaced by credentials.auth"},
+		{"auth origin not allowed", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://b.example\"], bearer: {key: t}}]}\n",
+			"origin https://b.example:443 is not in http.allowedOrigins"},
+		{"auth without origins", "module: {path: x}\ncredentials: {dir: /d, auth: [{name: t, bearer: {key: t}}]}\n", "no origins"},
+		{"auth with two schemes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: t}, basic: {usernameKey: u, passwordKey: p}}]}\n",
+			"set exactly one of"},
+		{"auth key escapes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: ../t}}]}\n",
+			"not a plain Secret key"},
+		{"auth twice", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: t}}, {name: t, origins: [\"https://a.example\"], bearer: {key: u}}]}\n",
+			"listed twice"},
+		{"oauth2 without token URL", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], oauth2ClientCredentials: {clientIDKey: i, clientSecretKey: s}}]}\n",
+			"is not an http(s) URL"},
+		{"google without scopes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], googleServiceAccount: {key: k}}]}\n",
+			"scopes are required"},
+		{"unknown auth field", "module: {path: x}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {token: t}}]}\n", `unknown field "token"`},
 		{"negative", "module: {path: x}\nlimits: {callTimeout: -1s}\n", "must not be negative"},
 		{"half signature", "module: {path: x, publicKeyPath: k}\n", "go together"},
 	}

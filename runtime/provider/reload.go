@@ -130,7 +130,7 @@ func (c *Cloud) candidate() string {
 // load compiles and initialises a module file and checks that it can
 // stand in for the module in service.
 func (c *Cloud) load(ctx context.Context, file moduleFile) (Backend, error) {
-	mod, err := host.New(ctx, file.wasm, c.cfg.HostConfig(moduleName(c.cfg.Module.Path)))
+	mod, err := host.New(ctx, file.wasm, c.auth.hostConfig(c.cfg))
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
 // The rollout tests run the first-party simcloud module against an
@@ -63,7 +64,7 @@ func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
 	wasm, digest := simcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.Credentials = CredentialsConfig{Dir: creds, Granted: []string{"token"}}
+		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &host.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 		cfg.Module.Rollout = rollout
 	})

@@ -155,8 +155,28 @@ func (e *cloudEnv) hostConfig(name string) host.Config {
 		ProviderConfig: providerConfig,
 		CallTimeout:    10 * time.Second,
 		HTTP:           host.HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: e.transport},
-		Credentials:    host.CredentialsConfig{Dir: e.credDir, Granted: []string{"token"}},
+		Credentials:    e.credentials(endpoint),
 	}
+}
+
+// credentials bind the token to origin, as a deployment's cloud-config
+// does.
+func (e *cloudEnv) credentials(origin string) host.CredentialsConfig {
+	return host.CredentialsConfig{Dir: e.credDir, Auth: []host.AuthConfig{
+		{Name: "token", Origins: []string{origin}, Bearer: &host.BearerAuth{Key: "token"}},
+	}}
+}
+
+// nativeHost is the host of a provider run natively: the token is applied
+// by the host's own auth code, so that native and wasm runs do the same
+// work per request.
+func (e *cloudEnv) nativeHost(b testing.TB, origin string) *native.Host {
+	b.Helper()
+	auth, err := host.NewAuthTransport("native", e.credentials(origin), e.transport)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &native.Host{Transport: auth}
 }
 
 // ---- inputs, as the controllers would pass them ----
@@ -316,7 +336,7 @@ var variants = []variant{{"native", ""}, {"wasm-go", wasmbuild.Go}, {"wasm-tinyg
 func newTarget(b testing.TB, e *cloudEnv, v variant, poolSize int) target {
 	b.Helper()
 	if v.tc == "" {
-		p := simprovider.New(&native.Host{Transport: e.transport, Credentials: map[string]string{"token": cloudToken}})
+		p := simprovider.New(e.nativeHost(b, endpoint))
 		if err := p.Init(context.Background(), clusterName, providerConfig); err != nil {
 			b.Fatal(err)
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/hcloud"
-	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -41,7 +40,7 @@ func BenchmarkHcloudInstanceMetadata(b *testing.B) {
 			n := node(42, false)
 			var call func() error
 			if v.tc == "" {
-				p := hcloud.New(&native.Host{Transport: e.transport, Credentials: map[string]string{"token": cloudToken}})
+				p := hcloud.New(e.nativeHost(b, hcloudEndpoint))
 				if err := p.Init(ctx, clusterName, hcloudConfig); err != nil {
 					b.Fatal(err)
 				}
@@ -56,6 +55,7 @@ func BenchmarkHcloudInstanceMetadata(b *testing.B) {
 				cfg := e.cachedConfig("hcloud-" + string(v.tc))
 				cfg.ProviderConfig = hcloudConfig
 				cfg.HTTP = host.HTTPConfig{AllowedOrigins: []string{hcloudEndpoint}, Transport: e.transport}
+				cfg.Credentials = e.credentials(hcloudEndpoint)
 				m, err := host.New(ctx, moduleWasm(b, hcloudModule, v.tc), cfg)
 				if err != nil {
 					b.Fatal(err)

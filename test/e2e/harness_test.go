@@ -124,9 +124,9 @@ limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 128}
 http:
   allowedOrigins: [%q]
   timeout: 5s
-credentials: {dir: %s, granted: [token]}
+credentials: {dir: %s, auth: [{name: token, origins: [%q], bearer: {key: token}}]}
 providerConfig: %s
-`, modulePath, filepath.Join(wasmbuild.CacheDir(), "compilation"), cloudURL, credDir, providerConfig)
+`, modulePath, filepath.Join(wasmbuild.CacheDir(), "compilation"), cloudURL, credDir, cloudURL, providerConfig)
 	if editConfig != nil {
 		config = editConfig(config)
 	}

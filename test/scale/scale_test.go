@@ -381,9 +381,9 @@ limits: {poolSize: %d, callTimeout: 30s, memoryLimitMiB: 128}
 http:
   allowedOrigins: [%q]
   timeout: 10s
-credentials: {dir: %s, granted: [token]}
+credentials: {dir: %s, auth: [{name: token, origins: [%q], bearer: {key: token}}]}
 providerConfig: {endpoint: %q, tokenCredential: token}
-`, clusterName, modulePath, cacheDir, s.PoolSize, cloudURL, filepath.Dir(tokenPath), cloudURL)
+`, clusterName, modulePath, cacheDir, s.PoolSize, cloudURL, filepath.Dir(tokenPath), cloudURL, cloudURL)
 	}
 	t.Fatalf("unknown variant %q (want native, wasm-go or wasm-tinygo)", variant)
 	return

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -20,13 +21,28 @@ import (
 // Unlike the wasm host it enforces no allowlist: native code is trusted.
 type Host struct {
 	// Transport carries HTTP requests; nil means http.DefaultTransport.
+	// Requests that name a credential (abi.HeaderCredential) need one that
+	// applies it as the wasm host does, such as runtime/host's
+	// NewAuthTransport; http.DefaultTransport sends them unauthenticated.
 	Transport http.RoundTripper
-	// Credentials maps credential names to values.
+	// Credentials maps the names Credential serves to their values.
 	Credentials map[string]string
 	// Logger receives Log calls; nil discards them.
 	Logger *log.Logger
 	// Timeout bounds each request; 0 means 10 seconds.
 	Timeout time.Duration
+
+	// state is the shared state, in process memory and unbounded: native
+	// code is trusted. A claim never makes another caller wait, so each
+	// caller that finds no value fills it, which is correct, only not
+	// coalesced as in the host.
+	mu    sync.Mutex
+	state map[string]stateEntry
+}
+
+type stateEntry struct {
+	value   []byte
+	written time.Time
 }
 
 var _ sdk.Host = (*Host)(nil)
@@ -89,3 +105,32 @@ func (h *Host) Log(level abi.LogLevel, msg string) {
 
 // LogEnabled reports whether a Logger is set.
 func (h *Host) LogEnabled(abi.LogLevel) bool { return h.Logger != nil }
+
+// StateGet returns key's value when it is at most maxAge old.
+func (h *Host) StateGet(key string, maxAge time.Duration, _ bool) ([]byte, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	e, ok := h.state[key]
+	if !ok || maxAge >= 0 && time.Since(e.written) > maxAge {
+		return nil, false
+	}
+	return e.value, true
+}
+
+// StateSet stores a copy of value under key.
+func (h *Host) StateSet(key string, value []byte) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == nil {
+		h.state = map[string]stateEntry{}
+	}
+	h.state[key] = stateEntry{value: append([]byte(nil), value...), written: time.Now()}
+	return nil
+}
+
+// StateDelete removes key.
+func (h *Host) StateDelete(key string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	delete(h.state, key)
+}

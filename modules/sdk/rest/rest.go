@@ -1,6 +1,6 @@
 // Package rest calls a cloud's HTTP/JSON API through the module's Host: it
-// builds requests (method, URL and query, JSON body, bearer token read from
-// a named credential at every call, per-request timeout), decodes JSON
+// builds requests (method, URL and query, JSON body, the credential the
+// host authenticates them with, per-request timeout), decodes JSON
 // responses and maps status codes to the errors the host understands.
 //
 // It uses neither net/http nor net/url nor fmt, so it costs the same under
@@ -44,9 +44,12 @@ type Client struct {
 	// BaseURL is the API's scheme://host[:port][/prefix], without a
 	// trailing slash; request paths are appended to it.
 	BaseURL string
-	// Credential names the credential holding the bearer token; "" sends
-	// no Authorization header. It is read at every request, so a rotated
-	// Secret takes effect at once, and it never appears in an error.
+	// Credential names the credential the host authenticates every
+	// request with (abi.HeaderCredential): an entry of the cloud-config's
+	// credentials.auth, which says how (bearer token, SigV4, OAuth2...)
+	// and for which origins. The module never reads the secret; the host
+	// reads it at send time, so a rotated Secret takes effect at once.
+	// "" sends requests unauthenticated.
 	Credential string
 	// Timeout bounds each request, below the host's own limit and the
 	// context's deadline; 0 leaves only those.
@@ -127,7 +130,7 @@ func (c *Client) Error(req *Request, resp *abi.HTTPResponse) error {
 	case resp.StatusCode == 404 && req.NotFound && (c.Absent == nil || c.Absent(resp)):
 		e.notFound = true
 	case resp.StatusCode == 401:
-		e.Message += " (check the API token credential)"
+		e.Message += " (check the credential " + strconv.Quote(c.Credential) + " in the cloud-config's credentials.auth and its Secret)"
 	case resp.StatusCode == 429 || resp.StatusCode == 503:
 		after, ok := RetryAfterHeader(resp.Header("Retry-After"))
 		if !ok && resp.StatusCode == 429 {
@@ -189,15 +192,7 @@ func (c *Client) send(ctx context.Context, req *Request) (*abi.HTTPResponse, err
 		hreq.Headers = append(hreq.Headers, abi.Header{Name: "Content-Type", Value: "application/json"})
 	}
 	if c.Credential != "" {
-		token, err := c.Host.Credential(c.Credential)
-		if err != nil {
-			return nil, fail("reading the API token: " + err.Error())
-		}
-		token = strings.TrimSpace(token)
-		if token == "" {
-			return nil, fail("credential " + strconv.Quote(c.Credential) + " is empty")
-		}
-		hreq.Headers = append(hreq.Headers, abi.Header{Name: "Authorization", Value: "Bearer " + token})
+		hreq.Headers = append(hreq.Headers, abi.Header{Name: abi.HeaderCredential, Value: c.Credential})
 	}
 	timeout := c.Timeout
 	if deadline, ok := ctx.Deadline(); ok {

@@ -310,26 +310,35 @@ func testCloudConfig(t *testing.T, all []manifest) {
 			}
 			return nil
 		}()},
-		{"credentials.dir is the credentials Secret, holding every granted name", func() error {
+		{"credentials.dir is the credentials Secret, holding every key the credentials name", func() error {
 			dir, m, ok := files.resolve(cfg.Credentials.Dir)
 			if !ok || m.volume.Secret == nil || m.volume.Secret.SecretName != "wasm-provider-credentials" {
 				return fmt.Errorf("%s is not the wasm-provider-credentials volume", cfg.Credentials.Dir)
 			}
-			if len(cfg.Credentials.Granted) == 0 {
-				return fmt.Errorf("no credential is granted")
+			keys := cfg.Credentials.SecretKeys()
+			if len(keys) == 0 {
+				return fmt.Errorf("no credential names a Secret key")
 			}
-			for _, name := range cfg.Credentials.Granted {
-				if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
-					return fmt.Errorf("granted credential %q is not a key of the Secret", name)
+			for _, key := range keys {
+				if _, err := os.Stat(filepath.Join(dir, key)); err != nil {
+					return fmt.Errorf("key %q is not in the Secret", key)
 				}
 			}
 			return nil
 		}()},
-		{"providerConfig.tokenCredential is granted", func() error {
-			if !slices.Contains(cfg.Credentials.Granted, provCfg.TokenCredential) {
-				return fmt.Errorf("%q is not in credentials.granted %v", provCfg.TokenCredential, cfg.Credentials.Granted)
+		{"providerConfig.tokenCredential is applied by the host to the endpoint, and not readable", func() error {
+			if len(cfg.Credentials.Readable) > 0 {
+				return fmt.Errorf("credentials.readable %v: the module must not read secrets", cfg.Credentials.Readable)
 			}
-			return nil
+			for _, a := range cfg.Credentials.Auth {
+				if a.Name == provCfg.TokenCredential {
+					if endpoint == nil || !slices.Contains(a.Origins, endpoint.Scheme+"://"+endpoint.Host) {
+						return fmt.Errorf("credential %q is not bound to the endpoint's origin: %v", a.Name, a.Origins)
+					}
+					return nil
+				}
+			}
+			return fmt.Errorf("%q is not in credentials.auth", provCfg.TokenCredential)
 		}()},
 		{"providerConfig.endpoint is an allowed origin", func() error {
 			if endpoint == nil {

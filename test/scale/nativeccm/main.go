@@ -21,8 +21,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
-	"strings"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -91,9 +92,9 @@ func newCloud(r io.Reader) (cloudprovider.Interface, error) {
 	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
 		return nil, fmt.Errorf("cloud-config: %w", err)
 	}
-	token, err := os.ReadFile(cfg.TokenFile)
+	endpoint, err := url.Parse(cfg.Endpoint)
 	if err != nil {
-		return nil, fmt.Errorf("cloud-config: tokenFile: %w", err)
+		return nil, fmt.Errorf("cloud-config: endpoint: %w", err)
 	}
 	// The same transport settings as runtime/host's guarded transport.
 	transport := &http.Transport{
@@ -103,7 +104,14 @@ func newCloud(r io.Reader) (cloudprovider.Interface, error) {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 10 * time.Second,
 	}
-	p := simcloud.New(&native.Host{Transport: transport, Credentials: map[string]string{"token": strings.TrimSpace(string(token))}})
+	// The token is applied by runtime/host's own code, as for the module.
+	auth, err := host.NewAuthTransport(ProviderName, host.CredentialsConfig{Dir: filepath.Dir(cfg.TokenFile), Auth: []host.AuthConfig{{
+		Name: "token", Origins: []string{endpoint.Scheme + "://" + endpoint.Host}, Bearer: &host.BearerAuth{Key: filepath.Base(cfg.TokenFile)},
+	}}}, transport)
+	if err != nil {
+		return nil, err
+	}
+	p := simcloud.New(&native.Host{Transport: auth})
 	providerConfig := fmt.Appendf(nil, `{"endpoint": %q, "tokenCredential": "token"}`, cfg.Endpoint)
 	if err := p.Init(context.Background(), cfg.ClusterName, providerConfig); err != nil {
 		return nil, err

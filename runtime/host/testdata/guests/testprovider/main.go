@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/clusters"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instances"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
@@ -121,12 +122,8 @@ func (p *provider) InstanceMetadata(_ context.Context, node *abi.Node) (*abi.Ins
 	case "big":
 		return &abi.InstanceMetadata{ProviderID: strings.Repeat("x", 9<<20)}, nil
 	}
-	token, err := p.host.Credential(credential)
-	if err != nil {
-		return nil, err
-	}
 	resp, err := p.host.HTTP(&abi.HTTPRequest{Method: "GET", URL: url,
-		Headers: []abi.Header{{Name: "Authorization", Value: "Bearer " + token}}})
+		Headers: []abi.Header{{Name: abi.HeaderCredential, Value: credential}}})
 	if err != nil {
 		return nil, err
 	}
@@ -235,6 +232,28 @@ func (p *provider) GetZoneByNodeName(_ context.Context, name string) (abi.Zone, 
 
 func (p *provider) ListClusters(context.Context) ([]string, error) { return []string{p.cluster}, nil }
 
+// Master reaches the shared state when the name asks for it:
+// "state-set:K=V", "state-get:K" (NotFound when absent) and "state-once:K",
+// which fills K once across instances with a value unique to the filler,
+// slowly enough that concurrent callers overlap.
 func (p *provider) Master(_ context.Context, name string) (string, error) {
+	if kv, ok := strings.CutPrefix(name, "state-set:"); ok {
+		k, v, _ := strings.Cut(kv, "=")
+		return "", p.host.StateSet(k, []byte(v))
+	}
+	if k, ok := strings.CutPrefix(name, "state-get:"); ok {
+		v, found := p.host.StateGet(k, -1, false)
+		if !found {
+			return "", sdk.ErrNotFound
+		}
+		return string(v), nil
+	}
+	if k, ok := strings.CutPrefix(name, "state-once:"); ok {
+		v, err := cache.Once(p.host, k, time.Minute, func() ([]byte, error) {
+			time.Sleep(200 * time.Millisecond)
+			return []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), nil
+		})
+		return string(v), err
+	}
 	return "master." + name, nil
 }

@@ -1,0 +1,224 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/clientcredentials"
+	"golang.org/x/oauth2/google"
+)
+
+// Token exchanges: the host, not the module, asks the token endpoint, with
+// its own client and timeout. Endpoints come from the operator's
+// configuration, so the client is an ordinary one (environment proxies
+// included), not the module's guarded one.
+const (
+	tokenTimeout = 10 * time.Second
+	// tokenRefreshMargin is how long before its expiry a token is
+	// replaced, at most: a quarter of its lifetime when that is shorter.
+	tokenRefreshMargin = time.Minute
+	// A failed exchange is not tried again for tokenBackoffMin, doubling
+	// at each failure up to tokenBackoffMax: a broken credential costs
+	// the token endpoint one request per backoff, however many calls need
+	// it.
+	tokenBackoffMin = time.Second
+	tokenBackoffMax = time.Minute
+)
+
+var tokenHTTPClient = &http.Client{Timeout: tokenTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+
+// tokenCaches holds one tokenCache per module name and token
+// configuration, so that every instance of a module, and the next module
+// generation after a hot reload, share one token. Keys come from the
+// operator's configuration, which changes only with a restart.
+var tokenCaches sync.Map // string -> *tokenCache
+
+func sharedTokenCache(module string, c *AuthConfig) *tokenCache {
+	id, _ := json.Marshal(struct {
+		Module string
+		Auth   *AuthConfig
+	}{module, c})
+	v, _ := tokenCaches.LoadOrStore(string(id), &tokenCache{})
+	return v.(*tokenCache)
+}
+
+// tokenCache keeps one credential's current token and fetches the next
+// one once for all callers, refreshing it before it expires.
+type tokenCache struct {
+	mu sync.Mutex
+	// secrets is the digest of the secrets the token was obtained with;
+	// when the Secret changes, the token and any failure are forgotten.
+	secrets   [sha256.Size]byte
+	token     *oauth2.Token
+	refreshAt time.Time
+	// fetching is closed when the exchange in flight ends.
+	fetching chan struct{}
+	err      error
+	retryAt  time.Time
+	backoff  time.Duration
+}
+
+// get returns the current token, fetching one with fetch when there is
+// none or it is due for refresh. Concurrent callers wait for one exchange.
+func (c *tokenCache) get(ctx context.Context, secrets [sha256.Size]byte, fetch func(context.Context) (*oauth2.Token, error)) (*oauth2.Token, error) {
+	for {
+		c.mu.Lock()
+		if secrets != c.secrets {
+			c.secrets, c.token, c.err, c.backoff = secrets, nil, nil, 0
+		}
+		now := time.Now()
+		if c.token != nil && now.Before(c.refreshAt) {
+			t := c.token
+			c.mu.Unlock()
+			return t, nil
+		}
+		if wait := c.fetching; wait != nil {
+			c.mu.Unlock()
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		if c.err != nil && now.Before(c.retryAt) {
+			t, err := c.token, c.err
+			retry := c.retryAt.Sub(now).Round(time.Millisecond)
+			c.mu.Unlock()
+			if t != nil && now.Before(t.Expiry) {
+				return t, nil // the refresh failed, the token still holds
+			}
+			return nil, fmt.Errorf("%w (not tried again for %s)", err, retry)
+		}
+		done := make(chan struct{})
+		c.fetching = done
+		c.mu.Unlock()
+
+		tok, err := c.fetch(fetch)
+
+		c.mu.Lock()
+		c.fetching = nil
+		close(done)
+		if secrets == c.secrets {
+			if err != nil {
+				c.err, c.backoff = err, min(max(2*c.backoff, tokenBackoffMin), tokenBackoffMax)
+				c.retryAt = time.Now().Add(c.backoff)
+			} else {
+				c.token, c.refreshAt, c.err, c.backoff = tok, refreshTime(now, tok.Expiry), nil, 0
+			}
+		}
+		old := c.token
+		c.mu.Unlock()
+		if err != nil && old != nil && time.Now().Before(old.Expiry) {
+			return old, nil // the refresh failed, the token still holds
+		}
+		return tok, err
+	}
+}
+
+// fetch runs one exchange on its own deadline, not the caller's: other
+// callers wait for its result.
+func (c *tokenCache) fetch(fetch func(context.Context) (*oauth2.Token, error)) (*oauth2.Token, error) {
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), oauth2.HTTPClient, tokenHTTPClient), tokenTimeout)
+	defer cancel()
+	tok, err := fetch(ctx)
+	if err == nil && (tok == nil || tok.AccessToken == "") {
+		err = fmt.Errorf("the token endpoint answered no access token")
+	}
+	if err == nil {
+		err = validHeaderValue(tok.AccessToken)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return tok, nil
+}
+
+// refreshTime is when a token obtained at now and expiring at expiry is
+// replaced: tokenRefreshMargin before it expires, or a quarter of its
+// lifetime when that is shorter. A token without expiry is kept.
+func refreshTime(now, expiry time.Time) time.Time {
+	if expiry.IsZero() {
+		return time.Unix(1<<62, 0)
+	}
+	return expiry.Add(-min(tokenRefreshMargin, max(expiry.Sub(now)/4, 0)))
+}
+
+// token returns cred's current OAuth2 access token. The secrets are read
+// at every call, through the credential cache, so that a rotated client
+// secret or key is used at once.
+func (a *authenticator) token(ctx context.Context, cred *boundCredential) (string, error) {
+	var secrets [][]byte
+	var fetch func(context.Context) (*oauth2.Token, error)
+	switch {
+	case cred.OAuth2ClientCredentials != nil:
+		c := cred.OAuth2ClientCredentials
+		id, err := a.secret(c.ClientIDKey)
+		if err != nil {
+			return "", err
+		}
+		secret, err := a.secret(c.ClientSecretKey)
+		if err != nil {
+			return "", err
+		}
+		secrets = [][]byte{[]byte(id), []byte(secret)}
+		conf := cred.clientConfig(id, secret)
+		fetch = func(ctx context.Context) (*oauth2.Token, error) {
+			tok, err := conf.Token(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("token exchange with %s: %w", c.TokenURL, err)
+			}
+			return tok, nil
+		}
+	case cred.GoogleServiceAccount != nil:
+		c := cred.GoogleServiceAccount
+		key, err := a.readKey(c.Key)
+		if err != nil {
+			return "", err
+		}
+		secrets = [][]byte{key}
+		fetch = func(ctx context.Context) (*oauth2.Token, error) {
+			conf, err := google.JWTConfigFromJSON(key, c.Scopes...)
+			if err != nil {
+				return nil, fmt.Errorf("key %q is not a Google service account JSON key: %w", c.Key, err)
+			}
+			if c.TokenURL != "" {
+				conf.TokenURL = c.TokenURL
+			}
+			// A fresh source per exchange: the cache above decides when.
+			tok, err := conf.TokenSource(ctx).Token()
+			if err != nil {
+				return nil, fmt.Errorf("token exchange with %s: %w", conf.TokenURL, err)
+			}
+			return tok, nil
+		}
+	}
+	h := sha256.New()
+	for _, s := range secrets {
+		fmt.Fprintf(h, "%d:", len(s))
+		h.Write(s)
+	}
+	tok, err := cred.tokens.get(ctx, [sha256.Size]byte(h.Sum(nil)), fetch)
+	if err != nil {
+		return "", err
+	}
+	return tok.AccessToken, nil
+}
+
+// clientConfig returns the client credentials configuration for id and
+// secret, the same one while they do not change.
+func (b *boundCredential) clientConfig(id, secret string) *clientcredentials.Config {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.client == nil || b.client.ClientID != id || b.client.ClientSecret != secret {
+		c := b.OAuth2ClientCredentials
+		b.client = &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: c.TokenURL, Scopes: c.Scopes}
+	}
+	return b.client
+}
