@@ -79,6 +79,8 @@ func (p *provider) EnsureLoadBalancer(context.Context, string, *abi.Service, []a
 	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{Hostname: p.loot() + ".example"}}}, nil
 }
 
-func (p *provider) UpdateLoadBalancer(context.Context, string, *abi.Service, []abi.Node) error { return nil }
+func (p *provider) UpdateLoadBalancer(context.Context, string, *abi.Service, []abi.Node) error {
+	return nil
+}
 
 func (p *provider) EnsureLoadBalancerDeleted(context.Context, string, *abi.Service) error { return nil }
