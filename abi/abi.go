@@ -21,7 +21,8 @@ const Version = 1
 // the function's name, so a module needs no way to ask for the revision.
 //
 // Revision 2 added the shared state imports (ImportStateGet,
-// ImportStateSet, ImportStateDelete).
+// ImportStateSet, ImportStateDelete), and reserved the request headers
+// starting with HeaderPrefix for host-side authentication.
 const Revision = 2
 
 // Core exports every module has.

@@ -9,6 +9,7 @@
 // panicked is not trusted with another call.
 //
 // The sandbox is what the module is given and nothing more: WASI without
-// files, environment or arguments; HTTP only to allowlisted destinations;
-// only the credentials granted to it; and a rate-limited log.
+// files, environment or arguments; HTTP only to allowlisted destinations,
+// authenticated by the host with the credentials bound to them (auth.go),
+// whose secrets the module never holds; and a rate-limited log.
 package host
