@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,7 +24,7 @@ import (
 )
 
 // Fault makes matching requests slow or failing. A request matches when
-// every selector that is set (Method, PathPrefix, Route) matches it; a
+// every selector that is set (Method, PathPrefix, Route, Query) matches it; a
 // fault without selectors matches every request.
 type Fault struct {
 	// Name identifies the fault: adding a fault with an existing name
@@ -40,6 +41,10 @@ type Fault struct {
 	// that only on the request it hands to the routed handler, so Route
 	// selects requests only where Handler wraps routed handlers.
 	Route string
+	// Query matches a request whose query has every parameter of this
+	// URL-encoded query with the same value: "page=2" selects the second
+	// page of a listing, wherever the listing's faults are to strike.
+	Query string
 
 	// Latency delays every matching request; with a client timeout shorter
 	// than it, this is how a timeout is simulated.
@@ -67,7 +72,22 @@ type Fault struct {
 func (f *Fault) matches(r *http.Request) bool {
 	return (f.Method == "" || f.Method == r.Method) &&
 		(f.PathPrefix == "" || underPath(r.URL.Path, f.PathPrefix)) &&
-		(f.Route == "" || f.Route == r.Pattern)
+		(f.Route == "" || f.Route == r.Pattern) &&
+		(f.Query == "" || queryHas(r.URL.Query(), f.Query))
+}
+
+// queryHas reports whether have holds every parameter of want with the
+// same values; want was checked by Add.
+func queryHas(have url.Values, want string) bool {
+	w, _ := url.ParseQuery(want)
+	for k, vs := range w {
+		for _, v := range vs {
+			if !slices.Contains(have[k], v) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func underPath(path, prefix string) bool {
@@ -89,6 +109,9 @@ func (f Fault) normalize() (Fault, error) {
 		return f, errors.New("retryAfter must not be negative")
 	case f.PathPrefix != "" && !strings.HasPrefix(f.PathPrefix, "/"):
 		return f, fmt.Errorf("pathPrefix %q must start with /", f.PathPrefix)
+	}
+	if _, err := url.ParseQuery(f.Query); err != nil {
+		return f, fmt.Errorf("query %q: %w", f.Query, err)
 	}
 	if f.Status == 0 {
 		f.Status = http.StatusServiceUnavailable

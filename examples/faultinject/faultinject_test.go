@@ -87,6 +87,8 @@ func TestSelectors(t *testing.T) {
 			[]string{"POST /v1/items/a"}, []string{"GET /v1/items"}},
 		{"route pattern", Fault{Route: "POST /v1/items/{name}"},
 			[]string{"POST /v1/items/a", "POST /v1/items/b"}, []string{"GET /v1/items", "GET /v1/items/a"}},
+		{"query parameters, in any order among others", Fault{Query: "page=2"},
+			[]string{"GET /v1/items?page=2", "GET /v1/items?per_page=50&page=2"}, []string{"GET /v1/items?page=1", "GET /v1/items"}},
 		{"all selectors at once", Fault{Method: "GET", PathPrefix: "/v1", Route: "GET /v1/items"},
 			[]string{"GET /v1/items"}, []string{"POST /v1/items/a", "GET /v1/other"}},
 	}

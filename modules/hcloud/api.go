@@ -129,8 +129,9 @@ func decodeKey(body map[string]json.RawMessage, key string, v any) error {
 const perPage = "50"
 
 // listAll fetches every page of /<kind> with the given filters and
-// decodes the objects under kind. An answer without the list is an error,
-// never an empty list: an empty list can mean "gone".
+// decodes the objects under kind. An answer without the list, and a
+// listing shorter than the total the API announced, are errors, never a
+// shorter list: what a listing lacks can look "gone".
 func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters ...rest.Param) ([]T, error) {
 	var all []T
 	for page := 1; ; {
@@ -146,7 +147,8 @@ func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters
 		all = append(all, items...)
 		var meta struct {
 			Pagination *struct {
-				NextPage int `json:"next_page"`
+				NextPage     int  `json:"next_page"`
+				TotalEntries *int `json:"total_entries"`
 			} `json:"pagination"`
 		}
 		if raw, ok := body["meta"]; ok {
@@ -155,6 +157,12 @@ func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters
 			}
 		}
 		if meta.Pagination == nil || meta.Pagination.NextPage <= page {
+			// A listing that ends short of the total it announced missed
+			// objects, which would then look deleted.
+			if pg := meta.Pagination; pg != nil && pg.TotalEntries != nil && *pg.TotalEntries != len(all) {
+				return nil, errors.New("hcloud: " + what + ": the API announced " + strconv.Itoa(*pg.TotalEntries) +
+					" entries and listed " + strconv.Itoa(len(all)) + "; the listing is incomplete")
+			}
 			return all, nil
 		}
 		page = meta.Pagination.NextPage

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
-	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // ProviderIDPrefix is the scheme of cloud server provider IDs: server 42
@@ -36,39 +35,16 @@ func serverID(providerID string) (int64, error) {
 
 // lookupServer finds the node's server: by provider ID when the Node has
 // one, else by name. It returns nil only when the API answered that no such
-// server exists.
+// server exists (servers.go).
 func (p *Provider) lookupServer(ctx context.Context, node *abi.Node) (*server, error) {
 	if node.ProviderID != "" {
 		id, err := serverID(node.ProviderID)
 		if err != nil {
 			return nil, err
 		}
-		s, found, err := getByID[server](ctx, p, "getting server "+strconv.FormatInt(id, 10)+" of node "+strconv.Quote(node.Name), "servers", "server", id)
-		if err != nil || !found {
-			return nil, err
-		}
-		return s, nil
+		return p.serverByID(ctx, id, p.serverMaxAge, "node "+strconv.Quote(node.Name))
 	}
-	return p.serverByName(ctx, node.Name)
-}
-
-// serverByName returns the server named name, or nil when the API lists
-// none.
-func (p *Provider) serverByName(ctx context.Context, name string) (*server, error) {
-	what := "finding server " + strconv.Quote(name)
-	list, err := listAll[server](ctx, p, what, "servers", rest.Param{Name: "name", Value: name})
-	if err != nil {
-		return nil, err
-	}
-	for i := range list {
-		if list[i].Name != name {
-			return nil, errors.New("hcloud: " + what + ": the API answered with a server named " + strconv.Quote(list[i].Name))
-		}
-	}
-	if len(list) == 0 {
-		return nil, nil
-	}
-	return &list[0], nil
+	return p.serverByName(ctx, node.Name, p.serverMaxAge)
 }
 
 // InstanceExists implements sdk.InstancesV2. Only the API's own answer
@@ -163,22 +139,4 @@ func legacyDatacenter(location string) string {
 		return "sin-dc1"
 	}
 	return location
-}
-
-// network returns the configured network's ID, resolving a name once; 0
-// when no network is configured.
-func (p *Provider) network(ctx context.Context) (int64, error) {
-	if p.networkID != 0 || p.cfg.Network == "" {
-		return p.networkID, nil
-	}
-	what := "finding network " + strconv.Quote(p.cfg.Network)
-	list, err := listAll[network](ctx, p, what, "networks", rest.Param{Name: "name", Value: p.cfg.Network})
-	if err != nil {
-		return 0, err
-	}
-	if len(list) != 1 || list[0].Name != p.cfg.Network {
-		return 0, errors.New("hcloud: " + what + ": the API lists " + strconv.Itoa(len(list)) + " networks of that name, want exactly one")
-	}
-	p.networkID = list[0].ID
-	return p.networkID, nil
 }

@@ -37,16 +37,20 @@ func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error
 	if err != nil {
 		return nil, err
 	}
-	servers, err := listAll[server](ctx, p, "listing servers for routes", "servers")
+	byIP, err := p.gateways(ctx, p.serverMaxAge)
 	if err != nil {
 		return nil, err
 	}
-	byIP := map[string]string{}
-	for _, s := range servers {
-		for _, pn := range s.PrivateNet {
-			if pn.Network == n.ID {
-				byIP[pn.IP] = s.Name
+	for _, r := range n.Routes {
+		if _, ok := byIP[r.Gateway]; !ok {
+			// Blackholed routes get deleted: say so only from a listing
+			// made for this question, not from one that predates the
+			// gateway's server.
+			p.servers.Invalidate()
+			if byIP, err = p.gateways(ctx, p.serverMaxAge); err != nil {
+				return nil, err
 			}
+			break
 		}
 	}
 	out := make([]abi.Route, 0, len(n.Routes))
@@ -80,7 +84,7 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *a
 	if err != nil {
 		return err
 	}
-	s, err := p.serverByName(ctx, route.TargetNode)
+	s, err := p.serverByName(ctx, route.TargetNode, routeTargetMaxAge)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,8 @@
 package sdk
 
 import (
+	"time"
+
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
@@ -21,6 +23,15 @@ func hostLogEnabled(level int32) int32
 
 //go:wasmimport wasmccm take_result
 func hostTakeResult(ptr, size uint32) int32
+
+//go:wasmimport wasmccm state_get
+func hostStateGet(keyPtr, keySize uint32, maxAgeMillis int64, claim int32) int32
+
+//go:wasmimport wasmccm state_set
+func hostStateSet(keyPtr, keySize, valuePtr, valueSize uint32) int32
+
+//go:wasmimport wasmccm state_delete
+func hostStateDelete(keyPtr, keySize uint32)
 
 // Imports returns the Host backed by the wasmccm host functions.
 func Imports() Host { return imports{} }
@@ -64,6 +75,37 @@ func (imports) Log(level abi.LogLevel, msg string) {
 }
 
 func (imports) LogEnabled(level abi.LogLevel) bool { return hostLogEnabled(int32(level)) == 1 }
+
+func (imports) StateGet(key string, maxAge time.Duration, claim bool) ([]byte, bool) {
+	requestBuf = append(requestBuf[:0], key...)
+	maxAgeMillis := int64(-1)
+	if maxAge >= 0 {
+		maxAgeMillis = maxAge.Milliseconds()
+	}
+	var claimFlag int32
+	if claim {
+		claimFlag = 1
+	}
+	raw, err := takeResult(hostStateGet(guest.AddressOf(requestBuf), uint32(len(requestBuf)), maxAgeMillis, claimFlag))
+	if err != nil {
+		return nil, false
+	}
+	// resultBuf is reused by the next host call.
+	return append([]byte(nil), raw...), true
+}
+
+func (imports) StateSet(key string, value []byte) error {
+	requestBuf = append(requestBuf[:0], key...)
+	if e := hostStateSet(guest.AddressOf(requestBuf), uint32(len(requestBuf)), guest.AddressOf(value), uint32(len(value))); e != 0 {
+		return abi.Errno(e)
+	}
+	return nil
+}
+
+func (imports) StateDelete(key string) {
+	requestBuf = append(requestBuf[:0], key...)
+	hostStateDelete(guest.AddressOf(requestBuf), uint32(len(requestBuf)))
+}
 
 // takeResult fetches the pending result announced by a host call's return
 // value n, or the Errno it carries.

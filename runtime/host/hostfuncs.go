@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -18,6 +19,9 @@ var hostFunctionSignatures = map[string]signature{
 	abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
 	abi.ImportLogEnabled: {[]api.ValueType{i32}, []api.ValueType{i32}},
 	abi.ImportTakeResult: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportStateGet:    {[]api.ValueType{i32, i32, i64, i32}, []api.ValueType{i32}},
+	abi.ImportStateSet:    {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
+	abi.ImportStateDelete: {[]api.ValueType{i32, i32}, nil},
 }
 
 // instantiateHostFunctions adds the "wasmccm" host module to rt. The
@@ -34,6 +38,9 @@ func instantiateHostFunctions(ctx context.Context, rt wazero.Runtime) error {
 	export(abi.ImportLog, hostLog)
 	export(abi.ImportLogEnabled, hostLogEnabled)
 	export(abi.ImportTakeResult, hostTakeResult)
+	export(abi.ImportStateGet, hostStateGet)
+	export(abi.ImportStateSet, hostStateSet)
+	export(abi.ImportStateDelete, hostStateDelete)
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("instantiating host functions: %w", err)
 	}
@@ -129,4 +136,44 @@ func hostTakeResult(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	inst.hasPending = false
 	stack[0] = uint64(size)
+}
+
+// stateKey reads a shared state key; one over abi.MaxStateKeyBytes aborts
+// the call, as the guest gave the host more than the ABI allows.
+func (i *instance) stateKey(ptr, size uint32, what string) string {
+	if size > abi.MaxStateKeyBytes {
+		i.abort(fmt.Sprintf("%s: key of %d bytes exceeds the %d-byte limit", what, size, abi.MaxStateKeyBytes))
+	}
+	return string(i.read(ptr, size, what))
+}
+
+func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	key := inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateGet)
+	maxAge := time.Duration(-1)
+	if ms := int64(stack[2]); ms >= 0 {
+		maxAge = time.Duration(min(ms, int64(maxStateAge/time.Millisecond))) * time.Millisecond
+	}
+	value, e := m.state.get(ctx, inst, key, maxAge, uint32(stack[3]) == 1)
+	if e != 0 {
+		stack[0] = errno(e)
+		return
+	}
+	stack[0] = inst.setPending(value)
+}
+
+// maxStateAge caps a reader's max age so the conversion cannot overflow;
+// a year is "any age" for every purpose here.
+const maxStateAge = 365 * 24 * time.Hour
+
+func hostStateSet(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	key := inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateSet)
+	value := inst.read(uint32(stack[2]), uint32(stack[3]), abi.ImportStateSet)
+	stack[0] = errno(m.state.set(key, value))
+}
+
+func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
+	inst, m := caller(ctx)
+	m.state.delete(inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateDelete))
 }

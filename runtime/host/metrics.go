@@ -46,11 +46,44 @@ var (
 		Help:           "Credential lookups by name and result (ok, not_granted, not_found).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module", "name", "result"})
+	httpCoalesced = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "host", Name: "http_coalesced_total",
+		Help:           "GET requests answered by joining an identical request already in flight for another instance, by destination (the allowed origin).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module", "host"})
+	stateBytes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_bytes",
+		Help:           "Bytes the module's shared state holds, keys, values and per-entry overhead.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
+	stateLookups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_lookups_total",
+		Help:           "Shared state reads by result (hit, miss, claimed; _after_wait when another instance's fill was awaited; wait_expired).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module", "result"})
+	stateEvictions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_evictions_total",
+		Help:           "Shared state entries evicted, least recently used first, to stay within the byte budget.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
 	logDropped = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "module", Name: "log_lines_dropped_total",
 		Help:           "Guest log lines dropped by the rate limit.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module"})
+	// The rate budget is the process's, shared by its modules: its series
+	// carry the configured origin (scheme://host:port), no module.
+	httpRateWait = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace: "wasmccm", Subsystem: "host", Name: "http_rate_wait_seconds",
+		Help:           "Time requests to an origin of http.rateLimits waited for its rate budget before being sent.",
+		Buckets:        metrics.ExponentialBuckets(0.001, 4, 9),
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"origin"})
+	httpThrottled = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "host", Name: "http_throttled_total",
+		Help:           "Requests to an origin of http.rateLimits throttled: by host, answered 429 by the host because the budget had no room before the call's deadline; by cloud, answered 429 by the cloud.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"origin", "by"})
 )
 
 var registerOnce sync.Once
@@ -58,6 +91,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, poolInstances,
-			httpRequests, credentialReads, logDropped)
+			httpRequests, credentialReads, logDropped, httpCoalesced, stateBytes, stateLookups, stateEvictions,
+			httpRateWait, httpThrottled)
 	})
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
 // HostBaselineMiB is the manager's own memory next to its module
@@ -44,6 +46,8 @@ var setGoMemoryLimit = debug.SetMemoryLimit
 // container's memory limit.
 type MemoryBudget struct {
 	PoolSize, MemoryLimitMiB int
+	// SharedStateMiB is each copy's shared state, at its bound.
+	SharedStateMiB int
 	// Copies is 2 when hot reload is on: a new module's instances start
 	// while the old one's finish their calls.
 	Copies int
@@ -65,9 +69,10 @@ func (b MemoryBudget) HostShareMiB() int {
 	return b.LimitMiB - b.modulesMiB()
 }
 
-// modulesMiB is every instance of every copy at its cap.
+// modulesMiB is every instance of every copy at its cap, and every copy's
+// shared state at its bound.
 func (b MemoryBudget) modulesMiB() int {
-	return b.Copies * b.PoolSize * b.MemoryLimitMiB
+	return b.Copies * (b.PoolSize*b.MemoryLimitMiB + b.SharedStateMiB)
 }
 
 func (b MemoryBudget) String() string {
@@ -75,8 +80,8 @@ func (b MemoryBudget) String() string {
 	if b.Copies > 1 {
 		copies = fmt.Sprintf(" x %d (old and new module overlap during a reload)", b.Copies)
 	}
-	return fmt.Sprintf("limits.poolSize %d x limits.memoryLimitMiB %d%s + %d MiB for the manager = %d MiB",
-		b.PoolSize, b.MemoryLimitMiB, copies, HostBaselineMiB, b.NeedMiB())
+	return fmt.Sprintf("(limits.poolSize %d x limits.memoryLimitMiB %d + limits.sharedStateMiB %d)%s + %d MiB for the manager = %d MiB",
+		b.PoolSize, b.MemoryLimitMiB, b.SharedStateMiB, copies, HostBaselineMiB, b.NeedMiB())
 }
 
 // applyMemoryBudget refuses a configuration whose modules could need more
@@ -86,7 +91,11 @@ func (b MemoryBudget) String() string {
 // instance. A configuration that fits sets the Go runtime's soft memory
 // limit to the manager's share (see limitGoMemory).
 func applyMemoryBudget(cfg *Config) error {
-	b := MemoryBudget{PoolSize: cfg.Limits.PoolSize, MemoryLimitMiB: int(cfg.Limits.MemoryLimitMiB), Copies: 1}
+	b := MemoryBudget{PoolSize: cfg.Limits.PoolSize, MemoryLimitMiB: int(cfg.Limits.MemoryLimitMiB),
+		SharedStateMiB: int(cfg.Limits.SharedStateMiB), Copies: 1}
+	if b.SharedStateMiB == 0 {
+		b.SharedStateMiB = host.DefaultSharedStateBytes >> 20
+	}
 	if b.PoolSize == 0 {
 		b.PoolSize = defaultPoolSize
 	}
@@ -106,7 +115,7 @@ func applyMemoryBudget(cfg *Config) error {
 	}
 	b.LimitMiB, b.LimitFile = int(min(limit>>20, 1<<40)), file
 	if b.NeedMiB() > b.LimitMiB {
-		fit := (b.LimitMiB - HostBaselineMiB) / (b.Copies * b.MemoryLimitMiB)
+		fit := ((b.LimitMiB-HostBaselineMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
 		if !cfg.Limits.FitPoolToMemory || fit < 1 {
 			return fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
 				"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+

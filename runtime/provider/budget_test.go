@@ -62,32 +62,32 @@ func TestMemoryBudget(t *testing.T) {
 		wantSoftMiB int64
 	}{
 		{"v2, fits", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "", 2, 256 - 2*64},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "", 2, 256 - 2*64 - 8},
 		{"v2, fits with reload", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 32}, true, "", 2, 256 - 2*2*32},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 32}, true, "", 2, 256 - 2*(2*32+8)},
 		{"v2, defaults over the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
 			LimitsConfig{}, false,
-			"memory budget: limits.poolSize 4 x limits.memoryLimitMiB 128 + 100 MiB for the manager = 612 MiB, over the container's memory limit of 256 MiB", 0, 0},
+			"memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, over the container's memory limit of 256 MiB", 0, 0},
 		{"v2, reload doubles the instances", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
 			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, true,
-			"limits.poolSize 2 x limits.memoryLimitMiB 64 x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 356 MiB", 0, 0},
+			"(limits.poolSize 2 x limits.memoryLimitMiB 64 + limits.sharedStateMiB 8) x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 372 MiB", 0, 0},
 		{"v2, a parent's limit is lower", map[string]string{"proc/self/cgroup": v2Self,
 			"sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max", "sys/fs/cgroup/kubepods/memory.max": mib(200)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "raise the container's memory limit to at least 228Mi", 0, 0},
+			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "raise the container's memory limit to at least 236Mi", 0, 0},
 		{"v2 namespaced: the root is the container's", map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": mib(128)},
 			LimitsConfig{PoolSize: 1, MemoryLimitMiB: 64}, false, "over the container's memory limit of 128 MiB", 0, 0},
 		{"v2, no limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max"},
 			LimitsConfig{PoolSize: 256, MemoryLimitMiB: 4096}, false, "", 256, 0},
 		{"v1, over the limit", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/kubepods/pod1/ccm/memory.limit_in_bytes": mib(300)},
-			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "356 MiB, over the container's memory limit of 300 MiB", 0, 0},
+			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "364 MiB, over the container's memory limit of 300 MiB", 0, 0},
 		{"v1 in a container: path absent, mount root read", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": mib(400)},
-			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "", 4, 400 - 4*64},
+			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "", 4, 400 - 4*64 - 8},
 		{"v1, unlimited", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
 			LimitsConfig{}, false, "", 0, 0},
 		{"fitted to the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(400)},
-			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "", 4, 400 - 4*64},
+			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "", 4, 400 - 4*64 - 8},
 		{"fitting cannot go below one instance", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(150)},
-			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "at least 612Mi", 0, 0},
+			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "at least 620Mi", 0, 0},
 		{"no cgroup at all", map[string]string{}, LimitsConfig{}, false, "", 0, 0},
 		{"malformed limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": "lots"},
 			LimitsConfig{}, false, "reading the container's memory limit", 0, 0},
@@ -142,7 +142,7 @@ func TestMemoryBudgetRefusesStart(t *testing.T) {
 	fakeCgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
 	cfg := &Config{Module: ModuleConfig{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
 	_, err := New(context.Background(), cfg)
-	want := "memory budget: limits.poolSize 4 x limits.memoryLimitMiB 128 + 100 MiB for the manager = 612 MiB, " +
+	want := "memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, " +
 		"over the container's memory limit of 256 MiB"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v\nwant it to contain %q", err, want)

@@ -173,8 +173,9 @@ func TestNode(t *testing.T) {
 		}
 		t.Logf("Pods running %v after the install; %s leads, %s stands by", time.Since(installed).Round(time.Second), first.pod, standby)
 		// The container's 256Mi limit, read from its own cgroup, leaves
-		// the manager 256 - 2 (reload) x 2 x 32 MiB as its Go soft limit.
-		const want = `softLimitMiB=128 limitMiB=256 modulesMiB=128`
+		// the manager 256 - 2 (reload) x (2 x 32 + 8 shared state) MiB as
+		// its Go soft limit.
+		const want = `softLimitMiB=112 limitMiB=256 modulesMiB=144`
 		waitFor(t, ctx, "every manager Pod logging "+want, func(context.Context) (struct{}, bool, error) {
 			for _, p := range pods {
 				if !strings.Contains(podLog(c, &p), want) {

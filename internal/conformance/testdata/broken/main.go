@@ -6,6 +6,8 @@
 //	plain-429        a 429 becomes a plain error instead of RetryAfter
 //	duplicate-lb     EnsureLoadBalancer also creates a second load balancer
 //	logs-token       InstanceExists logs the API token
+//	gone-from-kept   InstanceExists remembers, in shared state, an instance
+//	                 it found gone and answers false from that alone
 package main
 
 import (
@@ -44,6 +46,10 @@ func (p *provider) Init(ctx context.Context, cluster string, raw []byte) error {
 }
 
 func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, error) {
+	keptGone := "gone/" + node.ProviderID + "/" + node.Name
+	if _, kept := p.host.StateGet(keptGone, -1, false); kept && p.bug == "gone-from-kept" {
+		return false, nil
+	}
 	exists, err := p.Provider.InstanceExists(ctx, node)
 	switch p.bug {
 	case "false-on-error":
@@ -53,6 +59,10 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 	case "plain-429":
 		if err != nil {
 			return false, errors.New(err.Error())
+		}
+	case "gone-from-kept":
+		if err == nil && !exists {
+			_ = p.host.StateSet(keptGone, nil)
 		}
 	case "logs-token":
 		token, _ := p.host.Credential("token")

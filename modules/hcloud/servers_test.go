@@ -1,0 +1,106 @@
+package hcloud
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
+	"github.com/wasmccm/wasmccm/modules/sdk/native"
+)
+
+// TestServerSnapshot: lookups come from one listing; a server the listing
+// lacks is read directly, and only that read's not_found makes it gone.
+func TestServerSnapshot(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s", "serverCacheMaxAge": "1h"}`, hcloudfake.Options{})
+	ctx := context.Background()
+	reads := func() (list, byID int) {
+		r := e.cloud.Requests()
+		return r["GET /v1/servers"], r["GET /v1/servers/{id}"]
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		if _, err := e.p.InstanceMetadata(ctx, e.node(name)); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.p.InstanceExists(ctx, &abi.Node{Name: name}); !ok || err != nil {
+			t.Fatalf("%s by name: %v, %v", name, ok, err)
+		}
+	}
+	if list, byID := reads(); list != 1 || byID != 0 {
+		t.Errorf("six lookups made %d listings and %d reads by ID, want 1 and 0", list, byID)
+	}
+
+	// Created after the listing: found by a direct read.
+	d, err := e.cloud.AddServer(hcloudfake.Server{Name: "d", Network: e.network.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.servers["d"] = d
+	if ok, err := e.p.InstanceExists(ctx, e.node("d")); !ok || err != nil {
+		t.Errorf("a server created after the listing: %v, %v", ok, err)
+	}
+	if _, byID := reads(); byID != 1 {
+		t.Errorf("%d reads by ID, want 1", byID)
+	}
+
+	// Deleted after the listing: the snapshot still holds it, which says
+	// it exists (nothing is deleted on a stale answer).
+	e.cloud.DeleteServer(e.servers["b"].ID)
+	if ok, err := e.p.InstanceExists(ctx, e.node("b")); !ok || err != nil {
+		t.Errorf("deleted server from a snapshot that still lists it: %v, %v", ok, err)
+	}
+	// A fresh listing lacks it: the direct read confirms, then it is gone.
+	e.p.servers.Invalidate()
+	if ok, err := e.p.InstanceExists(ctx, e.node("b")); ok || err != nil {
+		t.Errorf("deleted server: %v, %v; want false", ok, err)
+	}
+	if list, byID := reads(); list != 2 || byID != 2 {
+		t.Errorf("%d listings and %d reads by ID, want 2 and 2 (the confirmation)", list, byID)
+	}
+}
+
+// TestServerListingFailures: a listing that fails or ends short makes no
+// server look gone.
+func TestServerListingFailures(t *testing.T) {
+	t.Run("error on the second page", func(t *testing.T) {
+		e := newEnv(t, `{}`, hcloudfake.Options{})
+		for i := range 60 { // two pages of 50
+			if _, err := e.cloud.AddServer(hcloudfake.Server{Name: "extra-" + strconv.Itoa(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := e.cloud.Faults.Add(faultinject.Fault{Name: "page2", Method: "GET", PathPrefix: "/v1/servers", Query: "page=2", Always: true, Status: 500}); err != nil {
+			t.Fatal(err)
+		}
+		e.cloud.DeleteServer(e.servers["b"].ID)
+		if ok, err := e.p.InstanceExists(context.Background(), e.node("b")); err == nil {
+			t.Errorf("InstanceExists = %v with a failed listing, want an error", ok)
+		}
+	})
+	t.Run("announced more than it listed", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if strings.HasPrefix(r.URL.Path, "/v1/servers/") {
+				w.Write([]byte(`{"server": {"id": 2, "name": "b", "status": "running"}}`))
+				return
+			}
+			// Page 1 of 2 without its next page: server 2 is not listed.
+			w.Write([]byte(`{"servers": [{"id": 1, "name": "a", "status": "running"}],
+				"meta": {"pagination": {"page": 1, "per_page": 50, "next_page": null, "last_page": 2, "total_entries": 2}}}`))
+		}))
+		defer srv.Close()
+		p := New(&native.Host{})
+		if err := p.Init(context.Background(), "test", []byte(`{"endpoint": "`+srv.URL+`/v1", "tokenCredential": ""}`)); err != nil {
+			t.Fatal(err)
+		}
+		ok, err := p.InstanceExists(context.Background(), &abi.Node{Name: "b", ProviderID: "hcloud://2"})
+		if err == nil || !strings.Contains(err.Error(), "incomplete") {
+			t.Errorf("InstanceExists = %v, %v; want an error about the incomplete listing", ok, err)
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package host
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// flights coalesces identical reads: a GET that another instance of the
+// same module already has in flight, to the same URL with the same headers
+// (so the same credential), waits for that request's response instead of
+// sending its own. A pool of instances answering the controllers' calls
+// about many Nodes at once otherwise asks the cloud the same question once
+// per instance, and a cloud's rate limit counts every one.
+//
+// It is safe because a read joins only a request that began after the
+// module's last write ended: writes counts the start and the end of every
+// non-read request, and a flight records the count it began with. An
+// instance that wrote and then reads never joins a read sent before its
+// write finished, so it sees its own writes as it would without the host
+// in between. Requests that are not plain reads are never joined, and a
+// module opts a read out with the request header "Cache-Control: no-cache"
+// (or no-store), which the cloud receives as well.
+type flights struct {
+	writes atomic.Uint64
+
+	mu       sync.Mutex
+	inFlight map[string]*flight
+}
+
+type flight struct {
+	writes    uint64
+	done      chan struct{}
+	resp      *abi.HTTPResponse
+	hostLabel string
+}
+
+// write marks the start or end of a write.
+func (f *flights) write() { f.writes.Add(1) }
+
+// do sends the request through send unless an identical one, begun since
+// the last write ended, is in flight, in which case it waits for and
+// shares that one's response (joined). A shared response is read-only:
+// every instance copies it into its own memory.
+func (f *flights) do(ctx context.Context, key string, send func() (*abi.HTTPResponse, string)) (resp *abi.HTTPResponse, hostLabel string, joined bool) {
+	writes := f.writes.Load()
+	f.mu.Lock()
+	if fl, ok := f.inFlight[key]; ok && fl.writes == writes {
+		f.mu.Unlock()
+		select {
+		case <-fl.done:
+			return fl.resp, fl.hostLabel, true
+		case <-ctx.Done():
+			return &abi.HTTPResponse{Error: "timed out waiting for an identical request in flight"}, fl.hostLabel, true
+		}
+	}
+	fl := &flight{writes: writes, done: make(chan struct{})}
+	if f.inFlight == nil {
+		f.inFlight = map[string]*flight{}
+	}
+	// A flight from before a write is replaced: later reads join this one.
+	f.inFlight[key] = fl
+	f.mu.Unlock()
+
+	fl.resp, fl.hostLabel = send()
+	f.mu.Lock()
+	if f.inFlight[key] == fl {
+		delete(f.inFlight, key)
+	}
+	f.mu.Unlock()
+	close(fl.done)
+	return fl.resp, fl.hostLabel, false
+}
+
+// isRead reports the methods that change nothing in the cloud.
+func isRead(method string) bool {
+	return method == "" || method == http.MethodGet || method == http.MethodHead
+}
+
+// coalesceKey identifies a read by everything the cloud sees of it except
+// the timeout; ok is false for requests that must not be joined.
+func coalesceKey(req *abi.HTTPRequest) (key string, ok bool) {
+	if !isRead(req.Method) || len(req.Body) > 0 {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(req.Method)
+	b.WriteByte(0)
+	b.WriteString(req.URL)
+	for _, h := range req.Headers {
+		if strings.EqualFold(h.Name, "Cache-Control") && (strings.Contains(h.Value, "no-cache") || strings.Contains(h.Value, "no-store")) {
+			return "", false
+		}
+		b.WriteByte(0)
+		b.WriteString(h.Name)
+		b.WriteByte(0)
+		b.WriteString(h.Value)
+	}
+	return b.String(), true
+}
