@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
@@ -83,16 +84,28 @@ func (p *Provider) instanceByName(ctx context.Context, name string) (*instance, 
 }
 
 // nodeInstance finds a node's instance by provider ID when it has one, else
-// by name. It returns (nil, nil) only on a definitive "does not exist".
+// by name, in the snapshot and else in the cloud. It returns (nil, nil)
+// only on the cloud's definitive "does not exist".
 func (p *Provider) nodeInstance(ctx context.Context, node *abi.Node) (*instance, error) {
 	if node.ProviderID != "" {
 		id, err := ParseProviderID(node.ProviderID)
 		if err != nil {
 			return nil, errors.New(err.Error() + " (node " + quote(node.Name) + ")")
 		}
-		return p.instanceByID(ctx, id)
+		in, err := cachedInstance(p.instances.ByID(ctx, id, p.instanceMaxAge))
+		if errors.Is(err, cache.ErrNotListed) {
+			return p.instanceByID(ctx, id)
+		}
+		return in, err
 	}
-	return p.instanceByName(ctx, node.Name)
+	if node.Name == "" {
+		return p.instanceByName(ctx, node.Name) // which explains the error
+	}
+	in, err := cachedInstance(p.instances.ByName(ctx, node.Name, p.instanceMaxAge))
+	if errors.Is(err, cache.ErrNotListed) {
+		return p.instanceByName(ctx, node.Name)
+	}
+	return in, err
 }
 
 func describeNode(node *abi.Node) string {

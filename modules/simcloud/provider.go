@@ -12,7 +12,8 @@
 //	{
 //	  "endpoint": "http://127.0.0.1:8780",   // required: base URL of the cloud API
 //	  "tokenCredential": "token",            // credential the host authenticates requests with; default "token", "" = none
-//	  "requestTimeout": "10s"                // optional: per-request timeout, at most the host's
+//	  "requestTimeout": "10s",               // optional: per-request timeout, at most the host's
+//	  "instanceCacheMaxAge": "10s"           // optional: how old the instance snapshot may be (snapshot.go)
 //	}
 //
 // The module never holds the token: every request names the credential,
@@ -32,6 +33,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
@@ -55,6 +57,10 @@ type Provider struct {
 
 	cluster     string
 	routePrefix string
+	// instances is the instance snapshot (snapshot.go); instanceMaxAge is
+	// how old it may be.
+	instances      cache.Snapshot
+	instanceMaxAge time.Duration
 }
 
 var (
@@ -75,6 +81,8 @@ type config struct {
 	Endpoint        string  `json:"endpoint"`
 	TokenCredential *string `json:"tokenCredential"`
 	RequestTimeout  string  `json:"requestTimeout"`
+	// InstanceCacheMaxAge is how old the instance snapshot may be.
+	InstanceCacheMaxAge string `json:"instanceCacheMaxAge"`
 }
 
 // Init parses the provider config. It does not contact the cloud, so an
@@ -89,7 +97,7 @@ func (p *Provider) Init(_ context.Context, clusterName string, raw []byte) error
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&cfg); err != nil {
 		return errors.New("simcloud: parsing provider config: " + err.Error() +
-			` (known fields: "endpoint", "tokenCredential", "requestTimeout")`)
+			` (known fields: "endpoint", "tokenCredential", "requestTimeout", "instanceCacheMaxAge")`)
 	}
 	if dec.More() {
 		return errors.New("simcloud: parsing provider config: data after the JSON object")
@@ -113,7 +121,15 @@ func (p *Provider) Init(_ context.Context, clusterName string, raw []byte) error
 			timeout = time.Millisecond
 		}
 	}
+	p.instanceMaxAge = defaultInstanceCacheMaxAge
+	if cfg.InstanceCacheMaxAge != "" {
+		if p.instanceMaxAge, err = time.ParseDuration(cfg.InstanceCacheMaxAge); err != nil || p.instanceMaxAge <= 0 {
+			return errors.New("simcloud: provider config: instanceCacheMaxAge " + strconv.Quote(cfg.InstanceCacheMaxAge) +
+				" is not a positive Go duration such as \"10s\"")
+		}
+	}
 	p.cluster = clusterName
+	p.instances = p.newInstanceSnapshot()
 	p.api = rest.Client{Host: p.host, Name: "simcloud", BaseURL: endpoint, Credential: credential, Timeout: timeout,
 		Absent: gone, ErrorMessage: errorMessage}
 	p.routePrefix = routePrefix(clusterName)

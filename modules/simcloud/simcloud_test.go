@@ -313,6 +313,7 @@ func TestInstanceExistsNeverFalseOnFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.p.InstanceExists(ctx, &abi.Node{Name: "node-c"}) // takes the only token
+			e.p.instances.Invalidate()                         // so that the next call asks the cloud
 		}, want: []string{"cloud answered 429", "rate limit"}, retry: time.Hour},
 		{name: "request timeout", config: `{"endpoint":"http://sim.test","requestTimeout":"30ms"}`, setup: func(t *testing.T, e *env) {
 			e.fault(t, sim.Fault{PathPrefix: "/v1/instances", Latency: 5 * time.Second})
@@ -424,6 +425,7 @@ func TestTokenReadAtEveryCall(t *testing.T) {
 	}
 	for i, s := range steps {
 		e.setToken(t, s.token)
+		e.p.instances.Invalidate() // every step asks the cloud
 		exists, err := e.p.InstanceExists(ctx, node)
 		if s.ok != (err == nil) || exists != s.ok {
 			t.Fatalf("step %d (token %q): InstanceExists = %v, %v", i, s.token, exists, err)
@@ -449,7 +451,7 @@ func TestNoAuth(t *testing.T) {
 func TestDebugLog(t *testing.T) {
 	e := newEnv(t, "")
 	e.p.InstanceExists(ctx, &abi.Node{Name: "node-a", ProviderID: "simcloud://i-a"})
-	if !strings.Contains(e.logs.String(), "GET /v1/instances/i-a -> 200 in ") {
+	if !strings.Contains(e.logs.String(), "GET /v1/instances -> 200 in ") {
 		t.Errorf("log lacks the request line:\n%s", e.logs)
 	}
 	if strings.Contains(e.logs.String(), testToken) {
@@ -1056,5 +1058,34 @@ func TestSameSpec(t *testing.T) {
 	have.SourceRanges, want.SourceRanges = nil, []string{}
 	if !sameSpec(have, want) {
 		t.Error("nil and empty source ranges differ")
+	}
+}
+
+// TestInstanceSnapshot: lookups of many Nodes share one listing; an
+// instance the listing lacks is asked for, and only the cloud's answer to
+// that makes it gone.
+func TestInstanceSnapshot(t *testing.T) {
+	e := newEnv(t, "")
+	requests := func() int { return len(e.tr.authHeaders()) }
+	for _, n := range []abi.Node{{Name: "node-a"}, {Name: "node-b", ProviderID: "simcloud://i-b"}, {Name: "node-c"}} {
+		if ok, err := e.p.InstanceExists(ctx, &n); !ok || err != nil {
+			t.Fatalf("%s: %v, %v", n.Name, ok, err)
+		}
+	}
+	if got := requests(); got != 1 {
+		t.Errorf("three lookups made %d requests, want 1 listing", got)
+	}
+	if err := e.cloud.DeleteInstance("i-c"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.p.InstanceExists(ctx, &abi.Node{Name: "node-c", ProviderID: "simcloud://i-c"}); !ok || err != nil {
+		t.Errorf("from a listing older than the delete: %v, %v; want true (nothing deleted on a stale answer)", ok, err)
+	}
+	e.p.instances.Invalidate()
+	if ok, err := e.p.InstanceExists(ctx, &abi.Node{Name: "node-c", ProviderID: "simcloud://i-c"}); ok || err != nil {
+		t.Errorf("deleted: %v, %v; want false", ok, err)
+	}
+	if got := requests(); got != 3 {
+		t.Errorf("%d requests, want 3: the listings and the direct read that confirmed the delete", got)
 	}
 }

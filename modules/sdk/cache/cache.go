@@ -85,6 +85,9 @@ var ErrNotListed = errors.New("cache: not in the snapshot")
 // generation returns the generation of a listing at most maxAge old,
 // listing anew (once across instances) when there is none.
 func (s *Snapshot) generation(ctx context.Context, maxAge time.Duration) (string, error) {
+	if s.Host == nil || s.List == nil {
+		return "", errors.New("cache: snapshot " + strconv.Quote(s.Prefix) + " has no Host or List: the provider is not initialized")
+	}
 	gen, err := Once(s.Host, s.Prefix, maxAge, func() ([]byte, error) { return s.fill(ctx) })
 	return string(gen), err
 }
