@@ -20,7 +20,7 @@
 //	  "zoneLabel": true,                         // set the zone label (HCLOUD_INSTANCES_ZONE_LABEL_ENABLED)
 //	  "requestTimeout": "10s",
 //	  "callTimeout": "20s",                      // below the CCM's limits.callTimeout; see below
-//	  "serverCacheMaxAge": "10s",                // how old the server snapshot may be (HCLOUD_SERVER_CACHE_TTL)
+//	  "serverCacheMaxAge": "10s",                // how old the server snapshot may be (HCLOUD_SERVER_CACHE_TTL); "off": none
 //	  "loadBalancers": {
 //	    "location": "fsn1", "networkZone": "", "type": "lb11", "algorithmType": "",
 //	    "usePrivateIP": false, "disablePrivateIngress": false, "disableIPv6": false,
@@ -166,9 +166,11 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	if err != nil {
 		return err
 	}
-	serverMaxAge, err := positiveDuration("serverCacheMaxAge", cfg.ServerCacheMaxAge, defaultServerCacheMaxAge)
-	if err != nil {
-		return err
+	var serverMaxAge time.Duration // "off": every lookup asks the API
+	if cfg.ServerCacheMaxAge != "off" {
+		if serverMaxAge, err = positiveDuration("serverCacheMaxAge", cfg.ServerCacheMaxAge, defaultServerCacheMaxAge); err != nil {
+			return err
+		}
 	}
 	credential := DefaultTokenCredential
 	if cfg.TokenCredential != nil {

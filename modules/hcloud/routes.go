@@ -42,7 +42,7 @@ func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error
 		return nil, err
 	}
 	for _, r := range n.Routes {
-		if _, ok := byIP[r.Gateway]; !ok {
+		if _, ok := byIP[r.Gateway]; !ok && p.serverMaxAge != 0 {
 			// Blackholed routes get deleted: say so only from a listing
 			// made for this question, not from one that predates the
 			// gateway's server.

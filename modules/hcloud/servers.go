@@ -89,7 +89,7 @@ func decodeServer(raw []byte) (*server, error) {
 // a direct read when the snapshot lacks it; nil only when that read says
 // not_found.
 func (p *Provider) serverByID(ctx context.Context, id int64, maxAge time.Duration, what string) (*server, error) {
-	raw, err := p.servers.ByID(ctx, strconv.FormatInt(id, 10), maxAge)
+	raw, err := p.fromSnapshot(ctx, p.servers.ByID, strconv.FormatInt(id, 10), maxAge)
 	if err == nil {
 		return decodeServer(raw)
 	}
@@ -107,7 +107,7 @@ func (p *Provider) serverByID(ctx context.Context, id int64, maxAge time.Duratio
 // maxAge old or else from the API's answer to a search by name; nil only
 // when that search lists none.
 func (p *Provider) serverByName(ctx context.Context, name string, maxAge time.Duration) (*server, error) {
-	raw, err := p.servers.ByName(ctx, name, maxAge)
+	raw, err := p.fromSnapshot(ctx, p.servers.ByName, name, maxAge)
 	if err == nil {
 		return decodeServer(raw)
 	}
@@ -133,6 +133,13 @@ func (p *Provider) serverByName(ctx context.Context, name string, maxAge time.Du
 // gateways maps private addresses in the configured network to server
 // names, from a snapshot at most maxAge old.
 func (p *Provider) gateways(ctx context.Context, maxAge time.Duration) (map[string]string, error) {
+	if p.serverMaxAge == 0 {
+		listing, err := p.listServers(ctx)
+		if err != nil {
+			return nil, err
+		}
+		return parseGateways(listing.Derived[gatewaysKey]), nil
+	}
 	raw, err := p.servers.Derived(ctx, gatewaysKey, maxAge)
 	if errors.Is(err, cache.ErrNotListed) {
 		// Evicted, or a newer listing replaced it meanwhile: list again.
@@ -142,13 +149,27 @@ func (p *Provider) gateways(ctx context.Context, maxAge time.Duration) (map[stri
 	if err != nil {
 		return nil, err
 	}
+	return parseGateways(raw), nil
+}
+
+func parseGateways(raw []byte) map[string]string {
 	byIP := map[string]string{}
 	for line := range strings.SplitSeq(strings.TrimSuffix(string(raw), "\n"), "\n") {
 		if ip, name, ok := strings.Cut(line, " "); ok {
 			byIP[ip] = name
 		}
 	}
-	return byIP, nil
+	return byIP
+}
+
+// fromSnapshot looks key up with lookup, or answers cache.ErrNotListed
+// when the snapshot is off (serverCacheMaxAge "off"), which sends every
+// lookup to the API as HCLOUD_SERVER_CACHE_MODE=off does.
+func (p *Provider) fromSnapshot(ctx context.Context, lookup func(context.Context, string, time.Duration) ([]byte, error), key string, maxAge time.Duration) ([]byte, error) {
+	if p.serverMaxAge == 0 {
+		return nil, cache.ErrNotListed
+	}
+	return lookup(ctx, key, maxAge)
 }
 
 // network returns the configured network's ID, 0 when none is configured.

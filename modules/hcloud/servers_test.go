@@ -64,6 +64,25 @@ func TestServerSnapshot(t *testing.T) {
 	}
 }
 
+// TestServerSnapshotOff: "off" sends every lookup to the API, as the
+// official CCM's HCLOUD_SERVER_CACHE_MODE=off does.
+func TestServerSnapshotOff(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s", "serverCacheMaxAge": "off"}`, hcloudfake.Options{})
+	ctx := context.Background()
+	for _, name := range []string{"a", "b"} {
+		if _, err := e.p.InstanceMetadata(ctx, e.node(name)); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.p.InstanceExists(ctx, &abi.Node{Name: name}); !ok || err != nil {
+			t.Fatalf("%s by name: %v, %v", name, ok, err)
+		}
+	}
+	r := e.cloud.Requests()
+	if r["GET /v1/servers/{id}"] != 2 || r["GET /v1/servers"] != 2 {
+		t.Errorf("requests %v: want 2 reads by ID and 2 searches by name", r)
+	}
+}
+
 // TestServerListingFailures: a listing that fails or ends short makes no
 // server look gone.
 func TestServerListingFailures(t *testing.T) {
