@@ -20,7 +20,7 @@ STDLIB_MODULES := abi modules/sdk
 IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps node-deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale clean
+.PHONY: help deps node-deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale requests clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -100,6 +100,9 @@ bench: deps ## Benchmarks: wasm (Go, TinyGo) against the same provider run nativ
 
 scale: deps ## Scale test: N tainted Nodes and 200 LoadBalancer Services (N=1000 by default).
 	hack/scale.sh
+
+requests: deps ## Cloud API requests per hour of the hcloud module in steady state (N=60,1000,5000 Nodes).
+	hack/requests.sh
 
 clean: ## Remove bin/ (the cache in $(WASMCCM_CACHE) stays).
 	rm -rf $(BIN)

@@ -73,8 +73,9 @@ const (
 var binaries struct{ wasm, native, cli string }
 
 func TestMain(m *testing.M) {
-	if os.Getenv("WASMCCM_SCALE") == "" {
-		os.Exit(m.Run()) // TestScale skips
+	scale, requests := os.Getenv("WASMCCM_SCALE") != "", os.Getenv("WASMCCM_REQUESTS") != ""
+	if !scale && !requests {
+		os.Exit(m.Run()) // TestScale and TestRequests skip
 	}
 	dir, err := os.MkdirTemp("", "wasmccm-scale-bin")
 	if err != nil {
@@ -84,8 +85,11 @@ func TestMain(m *testing.M) {
 	binaries.wasm = filepath.Join(dir, "wasm-cloud-controller-manager")
 	binaries.native = filepath.Join(dir, "nativeccm")
 	binaries.cli = filepath.Join(dir, "wasmccm")
-	for out, pkg := range map[string]string{binaries.wasm: "../../cmd/wasm-cloud-controller-manager", binaries.native: "./nativeccm",
-		binaries.cli: "../../cmd/wasmccm"} {
+	builds := map[string]string{binaries.wasm: "../../cmd/wasm-cloud-controller-manager"}
+	if scale {
+		builds[binaries.native], builds[binaries.cli] = "./nativeccm", "../../cmd/wasmccm"
+	}
+	for out, pkg := range builds {
 		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
 			os.Exit(1)

@@ -1,0 +1,617 @@
+// Package requests counts the Hetzner Cloud API requests a
+// cloud-controller-manager makes in steady state: wasmccm with the hcloud
+// module, or the official hcloud-cloud-controller-manager, against the fake
+// API of examples/hcloudfake, on a real kube-apiserver and etcd
+// (test/e2e/cluster) with N Ready Nodes, a network with one route per
+// Node, and the CCM's default controller periods (node monitor 5 s, route
+// reconciliation 10 s, node status update 5 minutes, service sync at its
+// default). It is the engine of test/scale's TestRequests and of
+// test/e2e's TestHcloudRequests; it is not a timed test.
+//
+// One Run: servers named node-00001... in network "k8s" (10.0.0.0/16);
+// the CCM starts; N Nodes are registered as a kubelet with
+// --cloud-provider=external registers them (tainted uninitialized, no
+// provider ID, Ready) with the pod CIDR a node IPAM controller would give
+// them (a /24 of ClusterCIDR); once every Node is initialized and the
+// network holds a route for each, and two route periods more have passed,
+// the fake's counters are read, the window passes, and they are read
+// again. The difference, by the fake's route pattern ("GET
+// /v1/servers"), is the steady state's requests.
+//
+// Nothing in the cluster marks a Node NotReady: there is no
+// kube-controller-manager, so the Ready condition written at registration
+// stays as it is, and the CCM's node lifecycle controller, which asks the
+// cloud only about Nodes that are not Ready, makes no request. Run checks
+// at the end of the window that every Node is still Ready and initialized
+// and every route still there.
+package requests
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"maps"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/wasmccm/wasmccm/examples/hcloudfake"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+)
+
+// Impl names a cloud-controller-manager.
+type Impl string
+
+const (
+	// Wasmccm is wasm-cloud-controller-manager with the hcloud module.
+	Wasmccm Impl = "wasmccm"
+	// Official is hcloud-cloud-controller-manager.
+	Official Impl = "official"
+)
+
+const (
+	token       = "requests-token"
+	clusterName = "requests"
+	networkName = "k8s"
+	networkCIDR = "10.0.0.0/16"
+	// ClusterCIDR holds the Nodes' pod CIDRs, a /24 each: 16,384 Nodes.
+	// It is RFC 1918 space outside the network, as the API requires of a
+	// route's destination.
+	ClusterCIDR = "10.64.0.0/10"
+	taintKey    = "node.cloudprovider.kubernetes.io/uninitialized"
+	// RoutePeriod is --route-reconciliation-period's default, and
+	// StatusPeriod --node-status-update-frequency's: the CCM gets neither
+	// flag.
+	RoutePeriod  = 10 * time.Second
+	StatusPeriod = 5 * time.Minute
+)
+
+// Options describe one run.
+type Options struct {
+	Impl Impl
+	// Binary is wasm-cloud-controller-manager for Wasmccm,
+	// hcloud-cloud-controller-manager for Official.
+	Binary string
+	// Module is the hcloud module's wasm file (Wasmccm only), and
+	// CompilationCacheDir where the CCM keeps its compilation.
+	Module, CompilationCacheDir string
+	// Nodes is N.
+	Nodes int
+	// Window is how long the steady state is measured.
+	Window time.Duration
+	// Timeout bounds the setup: every Node initialized and routed.
+	Timeout time.Duration
+}
+
+// Result is what one run measured.
+type Result struct {
+	Impl  Impl
+	Nodes int
+	// Setup is the time from the CCM's start to the steady state, and
+	// SetupRequests the requests it took, by endpoint.
+	Setup         time.Duration
+	SetupRequests map[string]int
+	// Window is the steady state's measured wall time and Requests its
+	// requests, by endpoint.
+	Window   time.Duration
+	Requests map[string]int
+	// StatusPasses is how many periodic node status updates began in the
+	// window, from the CCM's start (the first pass runs at start, the
+	// next every StatusPeriod).
+	StatusPasses int
+	// CPU time in the window and resident set at its end, of the CCM and
+	// of kube-apiserver.
+	CCMCPU, APIServerCPU time.Duration
+	CCMRSS, APIServerRSS int64
+	// ErrorLines counts the CCM's error log lines (klog "E") in the
+	// window.
+	ErrorLines int
+}
+
+// PerHour is the count scaled from the window to one hour.
+func (r *Result) PerHour(count int) float64 {
+	if r.Window <= 0 {
+		return 0
+	}
+	return float64(count) * float64(time.Hour) / float64(r.Window)
+}
+
+// Total is the window's requests over every endpoint.
+func (r *Result) Total() int { return sum(r.Requests) }
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// Run runs the scenario on a fresh cluster and fake API; everything it
+// starts is stopped when t ends.
+func Run(t *testing.T, o Options) *Result {
+	t.Helper()
+	c := cluster.StartForTest(t)
+	rc := rest.CopyConfig(c.Config)
+	rc.QPS, rc.Burst = 5000, 10000 // the test's own client must not be the bottleneck
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserver := findAPIServer(c.Config.Host)
+
+	fake := hcloudfake.New(hcloudfake.Options{Token: token})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	network, err := fake.AddNetwork(networkName, networkCIDR)
+	if err != nil {
+		t.Fatal(err)
+	}
+	locations := []string{"fsn1", "nbg1", "hel1"}
+	for i := 1; i <= o.Nodes; i++ {
+		if _, err := fake.AddServer(hcloudfake.Server{Name: NodeName(i), Type: "cpx21", Location: locations[i%3], Network: network.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := c.WriteKubeconfig(kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	args, env := ccmArgs(t, o, dir, kubeconfig, srv.URL)
+	w := newWatcher(t, client)
+	ccm := startCCM(t, o.Binary, dir, args, env)
+	t.Logf("%s, %d Nodes: CCM healthy after %s", o.Impl, o.Nodes, time.Since(ccm.started).Round(time.Millisecond))
+
+	cidrs := podCIDRs(t, o.Nodes)
+	start := time.Now()
+	createAll(t, o.Nodes, func(i int) error { return createNode(client, i, cidrs[i-1]) })
+	t.Logf("%s, %d Nodes: registered in %s", o.Impl, o.Nodes, time.Since(start).Round(time.Millisecond))
+
+	// Setup: every Node initialized, a route for each.
+	routes := func() int { n, _ := fake.Network(network.ID); return len(n.Routes) }
+	deadline, report := time.Now().Add(o.Timeout), time.Now()
+	for {
+		initialized, ready := w.counts()
+		r := routes()
+		if initialized == o.Nodes && r == o.Nodes {
+			break
+		}
+		ccm.checkAlive(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: %d of %d Nodes initialized (%d Ready), %d routes", o.Timeout, initialized, o.Nodes, ready, r)
+		}
+		if time.Since(report) >= 30*time.Second {
+			report = time.Now()
+			t.Logf("%s, %d Nodes: %d initialized, %d routes, %d cloud requests so far", o.Impl, o.Nodes, initialized, r, sum(fake.Requests()))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Two route periods more: the reconcile that created the last routes
+	// ends and writes the Nodes' NetworkUnavailable conditions.
+	time.Sleep(2 * RoutePeriod)
+	res := &Result{Impl: o.Impl, Nodes: o.Nodes, Setup: time.Since(ccm.started), SetupRequests: fake.Requests()}
+	t.Logf("%s, %d Nodes: steady after %s and %d cloud requests; measuring for %s", o.Impl, o.Nodes,
+		res.Setup.Round(time.Second), sum(res.SetupRequests), o.Window)
+
+	// The window.
+	before := fake.Requests()
+	ccm0, api0 := procStat(ccm.cmd.Process.Pid), procStat(apiserver)
+	logOffset := fileSize(ccm.logPath)
+	windowStart := time.Now()
+	for end := windowStart.Add(o.Window); time.Now().Before(end); {
+		time.Sleep(min(time.Until(end), 30*time.Second))
+		ccm.checkAlive(t)
+		t.Logf("%s, %d Nodes: %s of %s, %d requests", o.Impl, o.Nodes, time.Since(windowStart).Round(time.Second), o.Window,
+			sum(diff(fake.Requests(), before)))
+	}
+	after := fake.Requests()
+	res.Window = time.Since(windowStart)
+	ccm1, api1 := procStat(ccm.cmd.Process.Pid), procStat(apiserver)
+	res.Requests = diff(after, before)
+	res.CCMCPU, res.CCMRSS = ccm1.cpu-ccm0.cpu, ccm1.rss
+	res.APIServerCPU, res.APIServerRSS = api1.cpu-api0.cpu, api1.rss
+	res.StatusPasses = passes(ccm.started, windowStart, windowStart.Add(res.Window))
+	var errorLines []string
+	res.ErrorLines, errorLines = errorsSince(ccm.logPath, logOffset)
+	if len(errorLines) > 0 {
+		t.Logf("%s, %d Nodes: %d error lines in the CCM's log during the window; the first:\n%s", o.Impl, o.Nodes,
+			res.ErrorLines, strings.Join(errorLines, "\n"))
+	}
+
+	// Nothing changed meanwhile.
+	if initialized, ready := w.counts(); initialized != o.Nodes || ready != o.Nodes {
+		t.Errorf("after the window: %d of %d Nodes initialized, %d Ready", initialized, o.Nodes, ready)
+	}
+	if r := routes(); r != o.Nodes {
+		t.Errorf("after the window: %d routes for %d Nodes", r, o.Nodes)
+	}
+	for k, v := range res.Requests {
+		if !strings.HasPrefix(k, "GET ") {
+			t.Errorf("%d writes %q in steady state", v, k)
+		}
+	}
+	return res
+}
+
+// NodeName is the i-th Node's name, and its server's.
+func NodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
+// podCIDRs returns the first n /24s of ClusterCIDR.
+func podCIDRs(t *testing.T, n int) []string {
+	p := netip.MustParsePrefix(ClusterCIDR)
+	if n > 1<<(24-p.Bits()) {
+		t.Fatalf("%s holds %d /24s, not %d", ClusterCIDR, 1<<(24-p.Bits()), n)
+	}
+	b := p.Addr().As4()
+	base := binary.BigEndian.Uint32(b[:])
+	out := make([]string, n)
+	for i := range out {
+		binary.BigEndian.PutUint32(b[:], base+uint32(i)<<8)
+		out[i] = netip.PrefixFrom(netip.AddrFrom4(b), 24).String()
+	}
+	return out
+}
+
+// ccmArgs returns the flags and extra environment of the CCM under test.
+func ccmArgs(t *testing.T, o Options, dir, kubeconfig, cloudURL string) (args, env []string) {
+	args = []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--cluster-name=" + clusterName,
+		"--leader-elect=false",
+		"--use-service-account-credentials=false",
+		"--configure-cloud-routes=true",
+		"--allocate-node-cidrs=true",
+		"--cluster-cidr=" + ClusterCIDR,
+		"--bind-address=127.0.0.1",
+		"--v=1",
+	}
+	switch o.Impl {
+	case Wasmccm:
+		credDir := filepath.Join(dir, "credentials")
+		if err := os.MkdirAll(credDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(credDir, "token"), []byte(token+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		// Limits and everything else at their defaults.
+		config := fmt.Sprintf(`clusterName: %s
+module:
+  path: %s
+  compilationCacheDir: %s
+http:
+  allowedOrigins: [%q]
+credentials:
+  dir: %s
+  auth:
+  - {name: token, origins: [%q], bearer: {key: token}}
+providerConfig: {endpoint: %q, tokenCredential: token, network: %s}
+`, clusterName, o.Module, o.CompilationCacheDir, cloudURL, credDir, cloudURL, cloudURL+"/v1", networkName)
+		path := filepath.Join(dir, "cloud-config.yaml")
+		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return append(args, "--cloud-provider=wasm", "--cloud-config="+path), nil
+	case Official:
+		// Configured through its environment as its documentation says;
+		// the server cache at its defaults (mode all, 10 s).
+		return append(args, "--cloud-provider=hcloud", "--allow-untagged-cloud=true"), []string{
+			"HCLOUD_TOKEN=" + token, "HCLOUD_ENDPOINT=" + cloudURL + "/v1", "HCLOUD_NETWORK=" + networkName,
+			"HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true", "HCLOUD_METRICS_ENABLED=false",
+		}
+	}
+	t.Fatalf("unknown implementation %q", o.Impl)
+	return nil, nil
+}
+
+// passes counts the node status passes, at start + k*StatusPeriod, that
+// begin in [from, to).
+func passes(start, from, to time.Time) int {
+	n := 0
+	for at := start; at.Before(to); at = at.Add(StatusPeriod) {
+		if !at.Before(from) {
+			n++
+		}
+	}
+	return n
+}
+
+func diff(after, before map[string]int) map[string]int {
+	out := map[string]int{}
+	for k, v := range after {
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
+}
+
+// createAll creates Nodes 1..n with 32 concurrent clients.
+func createAll(t *testing.T, n int, create func(i int) error) {
+	next := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				if err := create(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+loop:
+	for i := 1; i <= n; i++ {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break loop
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// createNode registers Node i as a kubelet with --cloud-provider=external
+// does (tainted uninitialized, no provider ID, Ready), with the pod CIDR a
+// node IPAM controller would have given it.
+func createNode(client kubernetes.Interface, i int, podCIDR string) error {
+	ctx := context.Background()
+	name := NodeName(i)
+	now := metav1.Now()
+	node := &v1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: taintKey, Value: "true", Effect: v1.TaintEffectNoSchedule}},
+			PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
+	}
+	got, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating node %s: %w", name, err)
+	}
+	// The API server drops status on create: write it as a kubelet would,
+	// again if the CCM changed the Node meanwhile.
+	ready := v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastHeartbeatTime: now, LastTransitionTime: now, Reason: "KubeletReady"}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got.Status.Conditions = append(slices.DeleteFunc(got.Status.Conditions, func(c v1.NodeCondition) bool { return c.Type == v1.NodeReady }), ready)
+		_, err := client.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			if latest, getErr := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); getErr == nil {
+				got = latest
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
+}
+
+// watcher follows the Nodes through an informer of the test's own client.
+type watcher struct {
+	mu    sync.Mutex
+	nodes map[string]nodeState
+}
+
+type nodeState struct{ initialized, ready bool }
+
+func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
+	w := &watcher{nodes: map[string]nodeState{}}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	set := func(obj any) {
+		n, ok := obj.(*v1.Node)
+		if !ok {
+			return
+		}
+		st := nodeState{initialized: n.Spec.ProviderID != "" && !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintKey })}
+		for _, c := range n.Status.Conditions {
+			if c.Type == v1.NodeReady {
+				st.ready = c.Status == v1.ConditionTrue
+			}
+		}
+		w.mu.Lock()
+		w.nodes[n.Name] = st
+		w.mu.Unlock()
+	}
+	factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: set, UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if n, ok := obj.(*v1.Node); ok {
+				w.mu.Lock()
+				delete(w.nodes, n.Name)
+				w.mu.Unlock()
+			}
+		},
+	})
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	return w
+}
+
+// counts returns how many Nodes are initialized and how many Ready.
+func (w *watcher) counts() (initialized, ready int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, st := range w.nodes {
+		if st.initialized {
+			initialized++
+		}
+		if st.ready {
+			ready++
+		}
+	}
+	return initialized, ready
+}
+
+// ---- the CCM process ----
+
+type ccmProcess struct {
+	cmd     *exec.Cmd
+	logPath string
+	started time.Time
+	done    chan struct{}
+}
+
+func startCCM(t *testing.T, binary, dir string, args, env []string) *ccmProcess {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), done: make(chan struct{})}
+	logFile, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command(binary, append(args, fmt.Sprintf("--secure-port=%d", port))...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	dieWithParent(p.cmd)
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.cmd.Wait(); logFile.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("CCM log tail:\n%s", p.logTail(40))
+		}
+	})
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		p.checkAlive(t)
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+	}
+	t.Fatalf("CCM not healthy after 2m:\n%s", p.logTail(40))
+	return nil
+}
+
+func (p *ccmProcess) checkAlive(t *testing.T) {
+	select {
+	case <-p.done:
+		t.Fatalf("the CCM exited:\n%s", p.logTail(40))
+	default:
+	}
+}
+
+func (p *ccmProcess) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	p.cmd.Process.Signal(terminate)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+func (p *ccmProcess) logTail(lines int) string {
+	b, _ := os.ReadFile(p.logPath)
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+// errorsSince counts klog error lines ("E" and a date) written to path
+// after offset and returns the first five. The test cluster has no
+// request-header CA, which every CCM's authentication complains about
+// now and then: those lines are left out.
+func errorsSince(path string, offset int64) (int, []string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(offset, io.SeekStart); err != nil {
+		return 0, nil
+	}
+	n := 0
+	var first []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if len(line) > 5 && line[0] == 'E' && bytes.IndexFunc(line[1:5], func(r rune) bool { return r < '0' || r > '9' }) < 0 &&
+			!bytes.Contains(line, []byte("requestheader-client-ca-file")) {
+			n++
+			if len(first) < 5 {
+				first = append(first, string(line))
+			}
+		}
+	}
+	return n, first
+}
+
+// Endpoints returns every endpoint of the results' windows, sorted.
+func Endpoints(results []*Result) []string {
+	set := map[string]bool{}
+	for _, r := range results {
+		for k := range r.Requests {
+			set[k] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(set))
+}
