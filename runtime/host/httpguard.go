@@ -247,7 +247,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 	}
 	// The wait for the rate budget is bounded by the call's deadline, not
 	// by the request's timeout, which starts when the request is sent.
-	if refused, code := h.cfg.Budget.wait(ctx, dest, timeout); refused != nil {
+	if refused, code := h.cfg.Budget.wait(ctx, hostLabel, timeout); refused != nil {
 		return refused, hostLabel, code
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -276,7 +276,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "error"
 	}
 	defer hresp.Body.Close()
-	h.cfg.Budget.observe(dest, hresp.StatusCode, hresp.Header)
+	h.cfg.Budget.observe(hostLabel, hresp.StatusCode, hresp.Header)
 	body, err := io.ReadAll(io.LimitReader(hresp.Body, h.cfg.MaxResponseBytes+1))
 	if err != nil {
 		return &abi.HTTPResponse{Error: "reading response: " + err.Error()}, hostLabel, "error"

@@ -18,6 +18,9 @@ const (
 	eventModuleRejected       = "ModuleRejected"
 	eventModuleRolledBack     = "ModuleRolledBack"
 	eventNodeDeletionDeferred = "NodeDeletionDeferred"
+	// eventCloudRateLimited: requests to a cloud origin were throttled, by
+	// the host's budget (http.rateLimits) or by the cloud's 429.
+	eventCloudRateLimited = "CloudRateLimited"
 )
 
 // moduleEvents records Events about the module on the CCM's own Pod, named

@@ -1,0 +1,383 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// RateLimit is one origin's request budget, an entry of the cloud-config's
+// http.rateLimits.
+type RateLimit struct {
+	// Origin is "scheme://host[:port]", one of the allowed origins.
+	Origin string `json:"origin"`
+	// PerHour or PerSecond, exactly one, is the sustained rate.
+	PerHour   int `json:"perHour,omitempty"`
+	PerSecond int `json:"perSecond,omitempty"`
+	// Burst is how many requests may go back to back after a quiet spell.
+	// Default 1: requests evenly spaced.
+	Burst int `json:"burst,omitempty"`
+}
+
+// maxRate and maxBurst bound a RateLimit: a request every microsecond is
+// beyond any cloud API, and the bounds keep burst × interval within a
+// time.Duration.
+const (
+	maxRate  = 1_000_000
+	maxBurst = 1_000_000
+)
+
+// Throttle reports requests to an origin held back, By the budget
+// (ThrottledByHost: the host answered the module 429 itself) or by the
+// cloud (ThrottledByCloud: it answered 429), with how long until the next
+// request may go.
+type Throttle struct {
+	// Origin is the limited origin, normalised to scheme://host:port.
+	Origin     string
+	By         string
+	RetryAfter time.Duration
+}
+
+// Values of Throttle.By and of the by label of
+// wasmccm_host_http_throttled_total.
+const (
+	ThrottledByHost  = "host"
+	ThrottledByCloud = "cloud"
+)
+
+// HeaderThrottled marks the 429 the host answers itself, so that a module
+// or an operator reading a trace can tell it from the cloud's.
+const HeaderThrottled = "Wasmccm-Throttled"
+
+// throttleReportInterval is how often one origin may be reported: a
+// throttled cluster must not flood the API server with Events.
+const throttleReportInterval = time.Minute
+
+// maxWaitMargin is the most of a call's remaining time that a request
+// keeps for itself: a wait for the budget that would leave less is not
+// started. A cloud API request takes well under a second, so a second
+// left is enough to send it, and asking more would refuse requests that
+// a short call deadline can still fit.
+const maxWaitMargin = time.Second
+
+// maxCloudDelay caps every pause and pacing interval the cloud's headers
+// ask for. An hour is Hetzner's whole window; a longer one is a broken
+// header or a quota no pacing saves. The cap matters because a paused
+// origin sends nothing, so nothing but the cap's expiry would bring news
+// that the quota is back.
+const maxCloudDelay = time.Hour
+
+// RateBudget holds back requests to the origins it limits so that the
+// cloud's quota lasts. One RateBudget serves a whole CCM process: every
+// module generation (the module in service, a shadow one during a
+// rollout, the one after a hot reload) is handed the same one, because the
+// cloud counts requests per project, not per module. A nil *RateBudget
+// limits nothing, and an origin it does not list costs one map lookup.
+//
+// Each limited origin has a token bucket at the configured rate and
+// burst. A request that would have to wait for a token past its call's
+// deadline (less a margin for the request itself) is not sent: the module
+// gets a 429 with Retry-After and Wasmccm-Throttled: host, which its SDK
+// turns into RetryAfter, so the controllers retry later rather than read
+// an error.
+//
+// The cloud's own answers make the bucket slower, never faster:
+//
+//   - RateLimit-Limit L, RateLimit-Remaining R and RateLimit-Reset (a Unix
+//     time) are read as Hetzner defines them: the quota is full again at
+//     Reset and refills evenly until then, one request every
+//     (Reset − now) / (L − R). While R is below a tenth of L, requests go
+//     no faster than that refill, one at a time, until Reset or until a
+//     response shows R back above a tenth. Spending only the refill keeps
+//     R where it is, so the cloud never gets to say 429 because of us; the
+//     tenth in reserve absorbs requests already in flight and the other
+//     clients of the project. Why not spread R until Reset, as for a quota
+//     that refills only at Reset: with Hetzner's, Reset is an hour ahead
+//     when R is near 0, and that would send one request an hour where the
+//     cloud allows one a second.
+//   - A 429 from the cloud pauses the origin for its Retry-After or, without
+//     one, for one refill interval from those headers, which is when
+//     Hetzner will take the next request (not Reset, which is when all of
+//     them are back), or else for a second, what the SDK's rest client
+//     assumes. A request already scheduled when the 429 arrives still goes.
+//
+// Reset values in the past, as a delta-seconds Reset reads, carry no
+// pacing; every delay from the headers is capped at maxCloudDelay.
+//
+// The adaptive part applies only to origins with a configured limit:
+// reading headers on every response of every origin would put work on
+// the path that must stay a map lookup, and headers of the same names mean
+// different things at different APIs (a fixed window's Reset, a sliding
+// window's oldest request), so the host acts on them only where the
+// operator has said the origin is a metered cloud API.
+type RateBudget struct {
+	// buckets is keyed by origin.String(), the label the request path
+	// already has.
+	buckets    map[string]*bucket
+	onThrottle func(Throttle)
+}
+
+// NewRateBudget makes the budget of limits, whose origins must be among
+// allowedOrigins. onThrottle, when set, is told when requests to an origin
+// are throttled, at most once per origin per minute; it must not block. No
+// limits make a nil budget, which limits nothing.
+func NewRateBudget(limits []RateLimit, allowedOrigins []string, onThrottle func(Throttle)) (*RateBudget, error) {
+	if len(limits) == 0 {
+		return nil, nil
+	}
+	allowed, err := ParseAllowedOrigins(allowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	r := &RateBudget{buckets: map[string]*bucket{}, onThrottle: onThrottle}
+	var errs []error
+	for i, l := range limits {
+		b, err := newBucket(l, allowed)
+		if err == nil && r.buckets[b.label] != nil {
+			err = fmt.Errorf("origin %s is listed twice", b.label)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("rateLimits[%d]: %w", i, err))
+			continue
+		}
+		r.buckets[b.label] = b
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// bucket is one origin's state, a token bucket in the form of GCRA: tat is
+// when the bucket would be empty again if nothing more were sent.
+type bucket struct {
+	label    string
+	interval time.Duration
+	// tau is how far ahead of now tat may run: burst − 1 intervals.
+	tau time.Duration
+
+	mu  sync.Mutex
+	tat time.Time
+	// pausedUntil holds every request after a 429 from the cloud.
+	pausedUntil time.Time
+	// pace is the interval the cloud's headers ask for between requests,
+	// until paceUntil; last is when the latest request was let go.
+	pace      time.Duration
+	paceUntil time.Time
+	last      time.Time
+	reported  time.Time
+}
+
+func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
+	if _, err := ParseAllowedOrigins([]string{l.Origin}); err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(l.Origin) // valid: checked above
+	o, _ := parseOrigin(u)
+	if !allowed[o] {
+		return nil, fmt.Errorf("origin %s is not in http.allowedOrigins", o)
+	}
+	var interval time.Duration
+	switch {
+	case (l.PerHour > 0) == (l.PerSecond > 0) || l.PerHour < 0 || l.PerSecond < 0:
+		return nil, fmt.Errorf("%s: set exactly one of perHour and perSecond, above 0", o)
+	case l.PerHour > 0 && int64(l.PerHour) <= maxRate*3600:
+		interval = time.Hour / time.Duration(l.PerHour)
+	case l.PerSecond > 0 && l.PerSecond <= maxRate:
+		interval = time.Second / time.Duration(l.PerSecond)
+	default:
+		return nil, fmt.Errorf("%s: the rate exceeds %d requests per second", o, maxRate)
+	}
+	if l.Burst < 0 || l.Burst > maxBurst {
+		return nil, fmt.Errorf("%s: burst %d is outside 0..%d", o, l.Burst, maxBurst)
+	}
+	burst := max(l.Burst, 1)
+	return &bucket{label: o.String(), interval: interval, tau: time.Duration(burst-1) * interval}, nil
+}
+
+// reserve schedules a request arriving at now and returns when it may go.
+// One that could go only after latest (zero: no limit) is not scheduled,
+// ok false, and takes no token; one that needs no wait always goes.
+func (b *bucket) reserve(now, latest time.Time) (at time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at = later(later(now, b.tat.Add(-b.tau)), b.pausedUntil)
+	if b.pace > b.interval && now.Before(b.paceUntil) {
+		at = later(at, b.last.Add(b.pace))
+	}
+	if at.After(now) && !latest.IsZero() && at.After(latest) {
+		return at, false
+	}
+	b.tat = later(b.tat, at).Add(b.interval)
+	b.last = at
+	return at, true
+}
+
+// observe applies a response's rate-limit headers (RateBudget's rule) and
+// returns the pause a 429 imposes.
+func (b *bucket) observe(now time.Time, status int, h http.Header) time.Duration {
+	refill, reset, low, known := readQuota(now, h)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if known {
+		b.pace, b.paceUntil = 0, time.Time{}
+		if low {
+			b.pace, b.paceUntil = refill, reset
+		}
+	}
+	if status != http.StatusTooManyRequests {
+		return 0
+	}
+	pause, ok := retryAfter(now, h.Get("Retry-After"))
+	switch {
+	case ok:
+	case known && refill > 0:
+		pause = refill
+	default:
+		pause = time.Second
+	}
+	pause = min(pause, maxCloudDelay)
+	b.pausedUntil = later(b.pausedUntil, now.Add(pause))
+	return pause
+}
+
+// firstReport reports whether a throttle at now is the origin's first in
+// throttleReportInterval.
+func (b *bucket) firstReport(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.reported.IsZero() && now.Sub(b.reported) < throttleReportInterval {
+		return false
+	}
+	b.reported = now
+	return true
+}
+
+// readQuota reads RateLimit-Limit, -Remaining and -Reset. known says all
+// three were there and sensible; then refill is the interval at which the
+// quota refills (0 when it is full) and low says Remaining is under a
+// tenth of Limit.
+func readQuota(now time.Time, h http.Header) (refill time.Duration, reset time.Time, low, known bool) {
+	limit, err1 := strconv.ParseInt(h.Get("RateLimit-Limit"), 10, 64)
+	remaining, err2 := strconv.ParseInt(h.Get("RateLimit-Remaining"), 10, 64)
+	unix, err3 := strconv.ParseInt(h.Get("RateLimit-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || limit <= 0 || remaining < 0 {
+		return 0, time.Time{}, false, false
+	}
+	reset = time.Unix(unix, 0)
+	left := reset.Sub(now)
+	if left <= 0 || remaining >= limit {
+		return 0, reset, false, true
+	}
+	refill = min(left/time.Duration(limit-remaining), maxCloudDelay)
+	return refill, reset, float64(remaining) < float64(limit)/10, true
+}
+
+// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+func retryAfter(now time.Time, v string) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		return time.Duration(min(secs, int64(maxCloudDelay/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// wait holds a request to the origin labelled o (origin.String()) until the budget lets it go, and answers nil
+// then. Otherwise it answers what the module gets instead, with the
+// request's code label: a 429 ("throttled") when the wait would end later
+// than ctx's deadline less a margin (the smaller of maxWaitMargin and the
+// request's timeout), an error ("timeout") when ctx ends during the wait.
+func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration) (*abi.HTTPResponse, string) {
+	if r == nil {
+		return nil, ""
+	}
+	b := r.buckets[o]
+	if b == nil {
+		return nil, ""
+	}
+	now := time.Now()
+	var latest time.Time
+	if deadline, ok := ctx.Deadline(); ok {
+		latest = deadline.Add(-min(maxWaitMargin, timeout))
+	}
+	at, ok := b.reserve(now, latest)
+	delay := at.Sub(now)
+	if !ok {
+		httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
+		r.report(b, now, ThrottledByHost, delay)
+		return throttledResponse(b.label, delay), "throttled"
+	}
+	httpRateWait.WithLabelValues(b.label).Observe(delay.Seconds())
+	if delay <= 0 {
+		return nil, ""
+	}
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil, ""
+	case <-ctx.Done():
+		return &abi.HTTPResponse{Error: fmt.Sprintf("request to %s: %v while waiting for its rate budget", b.label, ctx.Err())}, "timeout"
+	}
+}
+
+// observe applies the response to a request to the origin labelled o.
+func (r *RateBudget) observe(o string, status int, h http.Header) {
+	if r == nil {
+		return
+	}
+	b := r.buckets[o]
+	if b == nil {
+		return
+	}
+	now := time.Now()
+	pause := b.observe(now, status, h)
+	if status == http.StatusTooManyRequests {
+		httpThrottled.WithLabelValues(b.label, ThrottledByCloud).Inc()
+		r.report(b, now, ThrottledByCloud, pause)
+	}
+}
+
+func (r *RateBudget) report(b *bucket, now time.Time, by string, after time.Duration) {
+	if r.onThrottle != nil && b.firstReport(now) {
+		r.onThrottle(Throttle{Origin: b.label, By: by, RetryAfter: after})
+	}
+}
+
+// throttledResponse is the 429 the host answers in the cloud's stead.
+// Retry-After is in whole seconds, rounded up: rounding down could ask for
+// the retry before the budget has room.
+func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
+	secs := strconv.FormatInt(max(int64((after+time.Second-1)/time.Second), 1), 10)
+	return &abi.HTTPResponse{
+		StatusCode: http.StatusTooManyRequests,
+		Headers: []abi.Header{
+			{Name: "Retry-After", Value: secs},
+			{Name: HeaderThrottled, Value: ThrottledByHost},
+			{Name: "Content-Type", Value: "text/plain; charset=utf-8"},
+		},
+		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) has no room before this call's deadline; retry after " + secs + "s\n"),
+	}
+}

@@ -1,0 +1,33 @@
+package provider
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/wasmccm/wasmccm/runtime/host"
+)
+
+// rateEvents turns the rate budget's reports of throttled requests into
+// CloudRateLimited Events on the CCM's Pod. The budget reports each origin
+// at most once a minute, so a throttled cluster does not flood the API
+// server with Events. The budget is made before the Cloud, hence the
+// pointer filled in afterwards.
+type rateEvents struct{ cloud atomic.Pointer[Cloud] }
+
+func (r *rateEvents) report(t host.Throttle) {
+	c := r.cloud.Load()
+	if c == nil {
+		return
+	}
+	after := t.RetryAfter.Round(time.Second)
+	msg := fmt.Sprintf("requests to %s found no room in their budget (the cloud-config's http.rateLimits) before their call's deadline: the host answered them 429, which the controllers retry; the next may go in %s. Raise the budget only if the cloud's quota allows it",
+		t.Origin, after)
+	if t.By == host.ThrottledByCloud {
+		msg = fmt.Sprintf("%s answered 429 Too Many Requests: the host holds requests to it for %s and paces them to what the cloud's rate-limit headers allow; the cloud's quota is spent, by this CCM or by other clients of the same account",
+			t.Origin, after)
+	}
+	c.events.emit(v1.EventTypeWarning, eventCloudRateLimited, msg)
+}
