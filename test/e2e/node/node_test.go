@@ -302,7 +302,8 @@ func install(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unst
 	}
 	edit(t, find(t, objs, "ConfigMap", "wasm-cloud-config"), func(cm *corev1.ConfigMap) {
 		config := cm.Data["cloud-config.yaml"]
-		if strings.Count(config, placeholderOrigin) != 2 || strings.Count(config, "\n  reloadInterval: ") != 1 {
+		// The origin is allowed, bound to the token and the endpoint.
+		if strings.Count(config, placeholderOrigin) != 3 || strings.Count(config, "\n  reloadInterval: ") != 1 {
 			t.Fatalf("cloud-config.yaml changed: its cloud origin or reloadInterval is not where this test expects them:\n%s", config)
 		}
 		config = strings.ReplaceAll(config, placeholderOrigin, cloudURL)
