@@ -85,20 +85,20 @@ const maxCloudDelay = time.Hour
 // burst. A request that would have to wait for a token past its call's
 // deadline (less a margin for the request itself) is not sent: the module
 // gets a 429 with Retry-After and Wasmccm-Throttled: host, which its SDK
-// turns into RetryAfter, so the controllers retry later rather than read
-// an error.
+// turns into RetryAfter and the CCM into api.RetryError: the controllers
+// retry after it, and nothing reads as "gone".
 //
 // The cloud's own answers make the bucket slower, never faster:
 //
 //   - RateLimit-Limit L, RateLimit-Remaining R and RateLimit-Reset (a Unix
 //     time) are read as Hetzner defines them: the quota is full again at
 //     Reset and refills evenly until then, one request every
-//     (Reset − now) / (L − R). While R is below a tenth of L, requests go
-//     no faster than that refill, one at a time, until Reset or until a
-//     response shows R back above a tenth. Spending only the refill keeps
-//     R where it is, so the cloud never gets to say 429 because of us; the
-//     tenth in reserve absorbs requests already in flight and the other
-//     clients of the project. Why not spread R until Reset, as for a quota
+//     (Reset − now) / (L − R). While R < L/10, requests go no faster than
+//     that refill, one at a time, until Reset or until a response shows R
+//     back at L/10 or more. Spending only the refill keeps R where it is,
+//     so our own requests do not drive it to 0 and a 429; the tenth in
+//     reserve absorbs requests already in flight and the other clients of
+//     the project. Why not spread R until Reset, as for a quota
 //     that refills only at Reset: with Hetzner's, Reset is an hour ahead
 //     when R is near 0, and that would send one request an hour where the
 //     cloud allows one a second.
@@ -108,8 +108,9 @@ const maxCloudDelay = time.Hour
 //     them are back), or else for a second, what the SDK's rest client
 //     assumes. A request already scheduled when the 429 arrives still goes.
 //
-// Reset values in the past, as a delta-seconds Reset reads, carry no
-// pacing; every delay from the headers is capped at maxCloudDelay.
+// A Reset in the past, which is also how a delta-seconds Reset (IETF
+// drafts) reads, carries no pacing; every delay from the headers is capped
+// at maxCloudDelay.
 //
 // The adaptive part applies only to origins with a configured limit:
 // reading headers on every response of every origin would put work on
@@ -156,7 +157,7 @@ func NewRateBudget(limits []RateLimit, allowedOrigins []string, onThrottle func(
 }
 
 // bucket is one origin's state, a token bucket in the form of GCRA: tat is
-// when the bucket would be empty again if nothing more were sent.
+// when the bucket would be full again if nothing more were sent.
 type bucket struct {
 	label    string
 	interval time.Duration
@@ -304,11 +305,12 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// wait holds a request to the origin labelled o (origin.String()) until the budget lets it go, and answers nil
-// then. Otherwise it answers what the module gets instead, with the
-// request's code label: a 429 ("throttled") when the wait would end later
-// than ctx's deadline less a margin (the smaller of maxWaitMargin and the
-// request's timeout), an error ("timeout") when ctx ends during the wait.
+// wait holds a request to the origin labelled o (origin.String()) until
+// the budget lets it go, and answers nil then. Otherwise it answers what
+// the module gets instead, with the request's code label: a 429
+// ("throttled") when the wait would end later than ctx's deadline less a
+// margin (the smaller of maxWaitMargin and the request's timeout), an
+// error ("timeout") when ctx ends during the wait.
 func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration) (*abi.HTTPResponse, string) {
 	if r == nil {
 		return nil, ""

@@ -320,6 +320,27 @@ func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 	}
 }
 
+// TestRateBudgetWaitEndsWithTheCall: a call that ends while its request
+// waits for the budget gets an error, not a request sent after it ended.
+func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
+	const o = "https://api.example.com"
+	budget, err := NewRateBudget([]RateLimit{{Origin: o, PerSecond: 1}}, []string{o}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	label := mustOrigin(t, o).String()
+	if resp, _ := budget.wait(context.Background(), label, time.Second); resp != nil {
+		t.Fatalf("first request held: %+v", resp)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(ms(50), cancel)
+	start := time.Now()
+	resp, code := budget.wait(ctx, label, time.Second)
+	if resp == nil || resp.Error == "" || code != "timeout" || time.Since(start) > ms(900) {
+		t.Fatalf("wait after the call ended: %+v, %q after %v; want an error at once", resp, code, time.Since(start))
+	}
+}
+
 // TestRateBudgetSharedByModules: two modules made from one Config, as a
 // rollout or a reload makes them, spend one budget: once the first has
 // spent it, the second's request is answered by the host and never sent.
