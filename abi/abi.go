@@ -182,7 +182,7 @@ const (
 	// ErrnoNotGranted: the credential is not readable by this module
 	// (credentials.readable), which is the default.
 	ErrnoNotGranted Errno = -1
-	// ErrnoNotFound: the credential is granted but absent from the mounted
+	// ErrnoNotFound: the credential is readable but absent from the mounted
 	// secret, or no fresh value is stored under a shared state key.
 	ErrnoNotFound Errno = -2
 	// ErrnoNoResult: ImportTakeResult with no pending result or a length
