@@ -14,11 +14,11 @@ import (
 // hostFunctionSignatures is the import side of the ABI, checked against a
 // module's imports before it is instantiated.
 var hostFunctionSignatures = map[string]signature{
-	abi.ImportHTTPDo:     {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
-	abi.ImportCredential: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
-	abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
-	abi.ImportLogEnabled: {[]api.ValueType{i32}, []api.ValueType{i32}},
-	abi.ImportTakeResult: {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportHTTPDo:      {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportCredential:  {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
+	abi.ImportLog:         {[]api.ValueType{i32, i32, i32}, nil},
+	abi.ImportLogEnabled:  {[]api.ValueType{i32}, []api.ValueType{i32}},
+	abi.ImportTakeResult:  {[]api.ValueType{i32, i32}, []api.ValueType{i32}},
 	abi.ImportStateGet:    {[]api.ValueType{i32, i32, i64, i32}, []api.ValueType{i32}},
 	abi.ImportStateSet:    {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
 	abi.ImportStateDelete: {[]api.ValueType{i32, i32}, nil},
