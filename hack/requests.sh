@@ -12,6 +12,8 @@
 #   WASMCCM_HCLOUD_CCM=/path/to/hcloud-cloud-controller-manager hack/requests.sh
 #                                              the official CCM too, same scenario
 #   WASMCCM_REQUESTS_WINDOW=11m hack/requests.sh
+#   WASMCCM_REQUESTS_NODES=5000 WASMCCM_REQUESTS_POD_CIDRS=initialized hack/requests.sh
+#                                              pod CIDRs only once every Node is initialized
 #
 # Every setting is documented in test/scale/requests_test.go. Each run
 # takes its setup (about a minute at 60 Nodes, several at 5,000) plus the

@@ -32,6 +32,10 @@ import (
 //	                          wasmccm, and official when WASMCCM_HCLOUD_CCM is set)
 //	WASMCCM_HCLOUD_CCM        the official CCM's binary
 //	WASMCCM_REQUESTS_TIMEOUT  bound of each run's setup (default 40m)
+//	WASMCCM_REQUESTS_POD_CIDRS  registration (default): each Node has its
+//	                          pod CIDR from the start; initialized: the
+//	                          Nodes get theirs once all are initialized
+//	                          (requests.Options.PodCIDRsOnInit)
 //	WASMCCM_REQUESTS_OUT      file to write the results to, as JSON
 func TestRequests(t *testing.T) {
 	if os.Getenv("WASMCCM_REQUESTS") == "" {
@@ -56,6 +60,14 @@ func TestRequests(t *testing.T) {
 	}
 	impls := strings.Split(envString("WASMCCM_REQUESTS_IMPLS", defaultImpls), ",")
 	timeout := envDuration(t, "WASMCCM_REQUESTS_TIMEOUT", 40*time.Minute)
+	var onInit bool
+	switch v := envString("WASMCCM_REQUESTS_POD_CIDRS", "registration"); v {
+	case "registration":
+	case "initialized":
+		onInit = true
+	default:
+		t.Fatalf("WASMCCM_REQUESTS_POD_CIDRS=%q: want registration or initialized", v)
+	}
 
 	var module string
 	for _, impl := range impls {
@@ -79,7 +91,7 @@ func TestRequests(t *testing.T) {
 	var results []*requests.Result
 	for _, n := range sizes {
 		for _, impl := range impls {
-			o := requests.Options{Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout}
+			o := requests.Options{Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout, PodCIDRsOnInit: onInit}
 			if o.Impl == requests.Official {
 				o.Binary = official
 			} else {

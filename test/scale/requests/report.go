@@ -60,9 +60,13 @@ func Report(w io.Writer, results []*Result) {
 		row("**total**", func(r *Result) int { return r.Total() })
 		fmt.Fprintln(w)
 		for _, r := range rs {
-			fmt.Fprintf(w, "- %s: window %s, %d requests in it; %d node status pass(es) began in it; setup %s, %d requests; "+
+			cidrs := "pod CIDRs at registration"
+			if r.PodCIDRsOnInit {
+				cidrs = "pod CIDRs once all Nodes were initialized"
+			}
+			fmt.Fprintf(w, "- %s (%s): window %s, %d requests in it; %d node status pass(es) began in it; setup %s, %d requests; "+
 				"CPU in the window: CCM %s, kube-apiserver %s; RSS at its end: CCM %d MiB, kube-apiserver %d MiB; %d CCM error log lines in it\n",
-				r.Impl, r.Window.Round(time.Second), r.Total(), r.StatusPasses, r.Setup.Round(time.Second), sum(r.SetupRequests),
+				r.Impl, cidrs, r.Window.Round(time.Second), r.Total(), r.StatusPasses, r.Setup.Round(time.Second), sum(r.SetupRequests),
 				r.CCMCPU.Round(10*time.Millisecond), r.APIServerCPU.Round(10*time.Millisecond), r.CCMRSS>>20, r.APIServerRSS>>20, r.ErrorLines)
 		}
 	}

@@ -11,12 +11,19 @@
 // One Run: servers named node-00001... in network "k8s" (10.0.0.0/16);
 // the CCM starts; N Nodes are registered as a kubelet with
 // --cloud-provider=external registers them (tainted uninitialized, no
-// provider ID, Ready) with the pod CIDR a node IPAM controller would give
-// them (a /24 of ClusterCIDR); once every Node is initialized and the
+// provider ID, Ready), each with the pod CIDR a node IPAM controller gives
+// it at once (a /24 of ClusterCIDR), or, with PodCIDRsOnInit, only once
+// every Node is initialized; once every Node is initialized and the
 // network holds a route for each, and two route periods more have passed,
 // the fake's counters are read, the window passes, and they are read
 // again. The difference, by the fake's route pattern ("GET
 // /v1/servers"), is the steady state's requests.
+//
+// PodCIDRsOnInit exists for large N: while Nodes with a pod CIDR wait for
+// initialization, the route controller tries to route each of them at
+// every reconcile, and what such a failing attempt costs differs between
+// the CCMs (a request, and a module instance, in wasmccm's case). It
+// changes the setup, not the steady state.
 //
 // Nothing in the cluster marks a Node NotReady: there is no
 // kube-controller-manager, so the Ready condition written at registration
@@ -51,6 +58,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -103,12 +111,16 @@ type Options struct {
 	Window time.Duration
 	// Timeout bounds the setup: every Node initialized and routed.
 	Timeout time.Duration
+	// PodCIDRsOnInit gives the Nodes their pod CIDRs only once all of
+	// them are initialized, instead of at registration.
+	PodCIDRsOnInit bool
 }
 
 // Result is what one run measured.
 type Result struct {
-	Impl  Impl
-	Nodes int
+	Impl           Impl
+	Nodes          int
+	PodCIDRsOnInit bool
 	// Setup is the time from the CCM's start to the steady state, and
 	// SetupRequests the requests it took, by endpoint.
 	Setup         time.Duration
@@ -188,17 +200,28 @@ func Run(t *testing.T, o Options) *Result {
 
 	cidrs := podCIDRs(t, o.Nodes)
 	start := time.Now()
-	createAll(t, o.Nodes, func(i int) error { return createNode(client, i, cidrs[i-1]) })
+	forAll(t, o.Nodes, func(i int) error {
+		if o.PodCIDRsOnInit {
+			return createNode(client, i, "")
+		}
+		return createNode(client, i, cidrs[i-1])
+	})
 	t.Logf("%s, %d Nodes: registered in %s", o.Impl, o.Nodes, time.Since(start).Round(time.Millisecond))
 
 	// Setup: every Node initialized, a route for each.
 	routes := func() int { n, _ := fake.Network(network.ID); return len(n.Routes) }
 	deadline, report := time.Now().Add(o.Timeout), time.Now()
+	cidrsGiven := !o.PodCIDRsOnInit
 	for {
 		initialized, ready := w.counts()
 		r := routes()
 		if initialized == o.Nodes && r == o.Nodes {
 			break
+		}
+		if initialized == o.Nodes && !cidrsGiven {
+			cidrsGiven = true
+			forAll(t, o.Nodes, func(i int) error { return setPodCIDR(client, i, cidrs[i-1]) })
+			t.Logf("%s, %d Nodes: all initialized after %s; pod CIDRs given", o.Impl, o.Nodes, time.Since(start).Round(time.Second))
 		}
 		ccm.checkAlive(t)
 		if time.Now().After(deadline) {
@@ -213,7 +236,7 @@ func Run(t *testing.T, o Options) *Result {
 	// Two route periods more: the reconcile that created the last routes
 	// ends and writes the Nodes' NetworkUnavailable conditions.
 	time.Sleep(2 * RoutePeriod)
-	res := &Result{Impl: o.Impl, Nodes: o.Nodes, Setup: time.Since(ccm.started), SetupRequests: fake.Requests()}
+	res := &Result{Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, Setup: time.Since(ccm.started), SetupRequests: fake.Requests()}
 	t.Logf("%s, %d Nodes: steady after %s and %d cloud requests; measuring for %s", o.Impl, o.Nodes,
 		res.Setup.Round(time.Second), sum(res.SetupRequests), o.Window)
 
@@ -352,15 +375,15 @@ func diff(after, before map[string]int) map[string]int {
 	return out
 }
 
-// createAll creates Nodes 1..n with 32 concurrent clients.
-func createAll(t *testing.T, n int, create func(i int) error) {
+// forAll calls do for Nodes 1..n with 32 concurrent clients.
+func forAll(t *testing.T, n int, do func(i int) error) {
 	next := make(chan int)
 	errs := make(chan error, 32)
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
 			for i := range next {
-				if err := create(i); err != nil {
+				if err := do(i); err != nil {
 					errs <- err
 					return
 				}
@@ -391,7 +414,7 @@ loop:
 
 // createNode registers Node i as a kubelet with --cloud-provider=external
 // does (tainted uninitialized, no provider ID, Ready), with the pod CIDR a
-// node IPAM controller would have given it.
+// node IPAM controller would have given it, if any.
 func createNode(client kubernetes.Interface, i int, podCIDR string) error {
 	ctx := context.Background()
 	name := NodeName(i)
@@ -400,8 +423,10 @@ func createNode(client kubernetes.Interface, i int, podCIDR string) error {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 			"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
 		}},
-		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: taintKey, Value: "true", Effect: v1.TaintEffectNoSchedule}},
-			PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
+		Spec: v1.NodeSpec{Taints: []v1.Taint{{Key: taintKey, Value: "true", Effect: v1.TaintEffectNoSchedule}}},
+	}
+	if podCIDR != "" {
+		node.Spec.PodCIDR, node.Spec.PodCIDRs = podCIDR, []string{podCIDR}
 	}
 	got, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if err != nil {
@@ -422,6 +447,15 @@ func createNode(client kubernetes.Interface, i int, podCIDR string) error {
 	})
 	if err != nil {
 		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
+}
+
+// setPodCIDR gives Node i its pod CIDR, as a node IPAM controller does.
+func setPodCIDR(client kubernetes.Interface, i int, podCIDR string) error {
+	patch := fmt.Appendf(nil, `{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, podCIDR, podCIDR)
+	if _, err := client.CoreV1().Nodes().Patch(context.Background(), NodeName(i), types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("node %s pod CIDR: %w", NodeName(i), err)
 	}
 	return nil
 }
