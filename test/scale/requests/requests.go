@@ -13,10 +13,12 @@
 // --cloud-provider=external registers them (tainted uninitialized, no
 // provider ID, Ready), each with the pod CIDR a node IPAM controller gives
 // it at once (a /24 of ClusterCIDR), or, with PodCIDRsOnInit, only once
-// every Node is initialized; once every Node is initialized and the
-// network holds a route for each, and two route periods more have passed,
-// the fake's counters are read, the window passes, and they are read
-// again. The difference, by the fake's route pattern ("GET
+// every Node is initialized; once every Node is initialized, the network
+// holds a route for each and the route controller has marked every Node's
+// network available (the end of the reconcile that created the last
+// routes: at 5,000 Nodes its condition updates alone take minutes), and
+// two route periods more have passed, the fake's counters are read, the
+// window passes, and they are read again. The difference, by the fake's route pattern ("GET
 // /v1/servers"), is the steady state's requests.
 //
 // PodCIDRsOnInit exists for large N: while Nodes with a pod CIDR wait for
@@ -213,28 +215,27 @@ func Run(t *testing.T, o Options) *Result {
 	deadline, report := time.Now().Add(o.Timeout), time.Now()
 	cidrsGiven := !o.PodCIDRsOnInit
 	for {
-		initialized, ready := w.counts()
+		n := w.counts()
 		r := routes()
-		if initialized == o.Nodes && r == o.Nodes {
+		if n.initialized == o.Nodes && r == o.Nodes && n.routed == o.Nodes {
 			break
 		}
-		if initialized == o.Nodes && !cidrsGiven {
+		if n.initialized == o.Nodes && !cidrsGiven {
 			cidrsGiven = true
 			forAll(t, o.Nodes, func(i int) error { return setPodCIDR(client, i, cidrs[i-1]) })
 			t.Logf("%s, %d Nodes: all initialized after %s; pod CIDRs given", o.Impl, o.Nodes, time.Since(start).Round(time.Second))
 		}
 		ccm.checkAlive(t)
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %d of %d Nodes initialized (%d Ready), %d routes", o.Timeout, initialized, o.Nodes, ready, r)
+			t.Fatalf("after %s: %d of %d Nodes initialized (%d Ready, %d marked routed), %d routes", o.Timeout, n.initialized, o.Nodes, n.ready, n.routed, r)
 		}
 		if time.Since(report) >= 30*time.Second {
 			report = time.Now()
-			t.Logf("%s, %d Nodes: %d initialized, %d routes, %d cloud requests so far", o.Impl, o.Nodes, initialized, r, sum(fake.Requests()))
+			t.Logf("%s, %d Nodes: %d initialized, %d routes, %d marked routed, %d cloud requests so far", o.Impl, o.Nodes, n.initialized, r, n.routed, sum(fake.Requests()))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	// Two route periods more: the reconcile that created the last routes
-	// ends and writes the Nodes' NetworkUnavailable conditions.
+	// Two route periods more, for whatever the last reconcile started.
 	time.Sleep(2 * RoutePeriod)
 	res := &Result{Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, Setup: time.Since(ccm.started), SetupRequests: fake.Requests()}
 	t.Logf("%s, %d Nodes: steady after %s and %d cloud requests; measuring for %s", o.Impl, o.Nodes,
@@ -266,8 +267,8 @@ func Run(t *testing.T, o Options) *Result {
 	}
 
 	// Nothing changed meanwhile.
-	if initialized, ready := w.counts(); initialized != o.Nodes || ready != o.Nodes {
-		t.Errorf("after the window: %d of %d Nodes initialized, %d Ready", initialized, o.Nodes, ready)
+	if n := w.counts(); n.initialized != o.Nodes || n.ready != o.Nodes || n.routed != o.Nodes {
+		t.Errorf("after the window: %d of %d Nodes initialized, %d Ready, %d marked routed", n.initialized, o.Nodes, n.ready, n.routed)
 	}
 	if r := routes(); r != o.Nodes {
 		t.Errorf("after the window: %d routes for %d Nodes", r, o.Nodes)
@@ -466,7 +467,7 @@ type watcher struct {
 	nodes map[string]nodeState
 }
 
-type nodeState struct{ initialized, ready bool }
+type nodeState struct{ initialized, ready, routed bool }
 
 func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
 	w := &watcher{nodes: map[string]nodeState{}}
@@ -478,8 +479,11 @@ func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
 		}
 		st := nodeState{initialized: n.Spec.ProviderID != "" && !slices.ContainsFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == taintKey })}
 		for _, c := range n.Status.Conditions {
-			if c.Type == v1.NodeReady {
+			switch c.Type {
+			case v1.NodeReady:
 				st.ready = c.Status == v1.ConditionTrue
+			case v1.NodeNetworkUnavailable:
+				st.routed = c.Status == v1.ConditionFalse
 			}
 		}
 		w.mu.Lock()
@@ -503,19 +507,23 @@ func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
 	return w
 }
 
-// counts returns how many Nodes are initialized and how many Ready.
-func (w *watcher) counts() (initialized, ready int) {
+// counts returns how many Nodes are initialized, Ready, and marked routed
+// (NetworkUnavailable False).
+func (w *watcher) counts() (n struct{ initialized, ready, routed int }) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, st := range w.nodes {
 		if st.initialized {
-			initialized++
+			n.initialized++
 		}
 		if st.ready {
-			ready++
+			n.ready++
+		}
+		if st.routed {
+			n.routed++
 		}
 	}
-	return initialized, ready
+	return n
 }
 
 // ---- the CCM process ----
