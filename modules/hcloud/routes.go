@@ -32,12 +32,20 @@ func (p *Provider) routesNetwork(ctx context.Context, what string) (*network, st
 // ListRoutes implements sdk.Routes: every route of the network, named
 // "<gateway>-<destination>", targeting the server whose private address is
 // the gateway, or blackholed when no server has it.
+//
+// Gateways come from a snapshot up to routeTargetMaxAge old, not
+// serverCacheMaxAge: the route controller asks every 10 s, and a listing
+// of every server that often is most of a large project's API budget. An
+// older snapshot cannot cause harm: a gateway it lacks is looked up again
+// in a fresh listing before its route is called blackhole, and a route it
+// still names after a Node whose server is gone is removed by the route
+// controller once the Node object goes.
 func (p *Provider) ListRoutes(ctx context.Context, _ string) ([]abi.Route, error) {
 	n, _, err := p.routesNetwork(ctx, "listing routes")
 	if err != nil {
 		return nil, err
 	}
-	byIP, err := p.gateways(ctx, p.serverMaxAge)
+	byIP, err := p.gateways(ctx, routeTargetMaxAge)
 	if err != nil {
 		return nil, err
 	}

@@ -29,9 +29,10 @@ import (
 // defaultServerCacheMaxAge is HCLOUD_SERVER_CACHE_TTL's default.
 const defaultServerCacheMaxAge = 10 * time.Second
 
-// routeTargetMaxAge is how old a snapshot may be when creating a route: a
-// route targets a Node that exists, and a server's private address changes
-// rarely. The official CCM's route target lookup uses one minute too.
+// routeTargetMaxAge is how old a snapshot may be when mapping routes to
+// servers (ListRoutes' gateways, CreateRoute's target): a route targets a
+// Node that exists, and a server's private address changes rarely. The
+// official CCM's route target lookup uses one minute too.
 const routeTargetMaxAge = time.Minute
 
 // networkIDMaxAge bounds how long a resolved network name is trusted.

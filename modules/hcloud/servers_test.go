@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/faultinject"
@@ -122,4 +123,35 @@ func TestServerListingFailures(t *testing.T) {
 			t.Errorf("InstanceExists = %v, %v; want an error about the incomplete listing", ok, err)
 		}
 	})
+}
+
+// TestRouteListingSnapshotAge: ListRoutes maps gateways from a snapshot up
+// to a minute old, so the route controller's 10 s period does not list
+// every server each time, while instance lookups keep serverCacheMaxAge.
+func TestRouteListingSnapshotAge(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s", "serverCacheMaxAge": "1ms"}`, hcloudfake.Options{ActionPolls: 1})
+	ctx := context.Background()
+	a := e.servers["a"]
+	if err := e.p.CreateRoute(ctx, "test", "", &abi.Route{TargetNode: "a", DestinationCIDR: "10.244.0.0/24",
+		TargetNodeAddresses: []abi.NodeAddress{{Type: "InternalIP", Address: a.PrivateNet[0].IP}}}); err != nil {
+		t.Fatal(err)
+	}
+	listings := func() int { return e.cloud.Requests()["GET /v1/servers"] }
+	before := listings()
+	for range 3 {
+		time.Sleep(5 * time.Millisecond) // older than serverCacheMaxAge
+		got, err := e.p.ListRoutes(ctx, "test")
+		if err != nil || len(got) != 1 || got[0].TargetNode != "a" {
+			t.Fatalf("ListRoutes = %+v, %v", got, err)
+		}
+	}
+	if n := listings() - before; n != 0 {
+		t.Errorf("three route listings made %d server listings, want 0 (the route's snapshot is less than a minute old)", n)
+	}
+	if _, err := e.p.InstanceMetadata(ctx, e.node("a")); err != nil {
+		t.Fatal(err)
+	}
+	if n := listings() - before; n != 1 {
+		t.Errorf("an instance lookup past serverCacheMaxAge made %d listings, want 1", n)
+	}
 }
