@@ -16,14 +16,18 @@ import "time"
 const Version = 1
 
 // Revision counts backward-compatible additions to Version: new host
-// imports only, which a module that does not import them never sees. A
-// module that imports a function its host lacks is refused at load with
-// the function's name, so a module needs no way to ask for the revision.
+// imports, which a module that does not import them never sees, and new
+// optional exports (OptionalExports), which a host calls only when the
+// module exports them. A module that imports a function its host lacks is
+// refused at load with the function's name, and an older host ignores an
+// export it does not know, so a module needs no way to ask for the
+// revision.
 //
 // Revision 2 added the shared state imports (ImportStateGet,
 // ImportStateSet, ImportStateDelete), and reserved the request headers
-// starting with HeaderPrefix for host-side authentication.
-const Revision = 2
+// starting with HeaderPrefix for host-side authentication. Revision 3
+// added the optional export ExportListLoadBalancers.
+const Revision = 3
 
 // Core exports every module has.
 const (
@@ -73,6 +77,26 @@ const (
 	ExportListClusters        = "wasmccm_list_clusters"
 	ExportClusterMaster       = "wasmccm_cluster_master"
 )
+
+// ExportListLoadBalancers (revision 3) is optional: a method taking a
+// String, the cluster name, and answering OwnedLoadBalancers, every load
+// balancer the module made for that cluster, with the Service each was
+// made for. The host's orphan sweep uses it to find load balancers whose
+// Service is gone and deletes them through ExportEnsureLoadBalancerDeleted.
+// The listing must be complete: a listing that failed or was cut short is
+// an error, never a shorter list.
+const ExportListLoadBalancers = "wasmccm_list_load_balancers"
+
+// OptionalExports lists the exports a module may add to a capability it
+// supports. Each is a method export; the host calls it only when the
+// module exports it and supports Requires, and refuses a module that
+// exports it without Requires.
+var OptionalExports = []struct {
+	Export   string
+	Requires Capability
+}{
+	{ExportListLoadBalancers, CapabilityLoadBalancer},
+}
 
 // Capability names a group of exports that together implement one of
 // cloudprovider.Interface's optional parts.

@@ -65,6 +65,8 @@ func TestRoundTrip(t *testing.T) {
 		{"HTTPResponse", &HTTPResponse{StatusCode: 429, Headers: []Header{{"Retry-After", "3"}}, Body: []byte("x")}, &HTTPResponse{}},
 		{"HTTPResponse error", &HTTPResponse{Error: "denied"}, &HTTPResponse{}},
 		{"Empty", &Empty{}, &Empty{}},
+		{"OwnedLoadBalancers", &OwnedLoadBalancers{{Name: "a1b2", ID: "42", ClusterName: "c", ServiceUID: "u-1",
+			ServiceNamespace: "default", ServiceName: "web"}, {Name: "x", ServiceUID: "u-2"}}, &OwnedLoadBalancers{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,6 +175,12 @@ func TestMethodsCoverEveryExport(t *testing.T) {
 		for _, e := range c.Exports {
 			exports[e] = true
 		}
+	}
+	for _, o := range OptionalExports {
+		if exports[o.Export] {
+			t.Errorf("optional export %s is also a capability's export", o.Export)
+		}
+		exports[o.Export] = true
 	}
 	for _, m := range Methods {
 		if !exports[m.Export] {

@@ -44,6 +44,7 @@ var Methods = []Method{
 	{"GetZoneByNodeName", ExportGetZoneByNodeName, newString, newZone},
 	{"ListClusters", ExportListClusters, newEmpty, func() Message { return &Strings{} }},
 	{"Master", ExportClusterMaster, newString, newString},
+	{"ListLoadBalancers", ExportListLoadBalancers, newString, func() Message { return &OwnedLoadBalancers{} }},
 }
 
 // LookupMethod finds a method by its name or its export name.

@@ -217,6 +217,49 @@ type Zone struct {
 func (z *Zone) Encode(e *Encoder) { e.String(z.FailureDomain); e.String(z.Region) }
 func (z *Zone) Decode(d *Decoder) { z.FailureDomain = d.String(); z.Region = d.String() }
 
+// OwnedLoadBalancer is one load balancer a module made, as
+// ExportListLoadBalancers (revision 3) reports it.
+type OwnedLoadBalancer struct {
+	// Name is the load balancer's name in the cloud: what
+	// GetLoadBalancerName answers for the Service it serves. Required.
+	Name string
+	// ID is the cloud's identifier, for logs and Events; may be empty.
+	ID string
+	// ClusterName is the cluster the load balancer was made for, as
+	// recorded in the cloud; empty when the cloud records none (the host
+	// then relies on the module having listed this cluster's only).
+	ClusterName string
+	// ServiceUID is the UID of the Service it was made for. Required.
+	ServiceUID string
+	// ServiceNamespace and ServiceName name that Service, when known.
+	ServiceNamespace string
+	ServiceName      string
+}
+
+func (l *OwnedLoadBalancer) Encode(e *Encoder) {
+	e.String(l.Name)
+	e.String(l.ID)
+	e.String(l.ClusterName)
+	e.String(l.ServiceUID)
+	e.String(l.ServiceNamespace)
+	e.String(l.ServiceName)
+}
+
+func (l *OwnedLoadBalancer) Decode(d *Decoder) {
+	l.Name = d.String()
+	l.ID = d.String()
+	l.ClusterName = d.String()
+	l.ServiceUID = d.String()
+	l.ServiceNamespace = d.String()
+	l.ServiceName = d.String()
+}
+
+// OwnedLoadBalancers is ExportListLoadBalancers' payload.
+type OwnedLoadBalancers []OwnedLoadBalancer
+
+func (l *OwnedLoadBalancers) Encode(e *Encoder) { encodeList(e, *l) }
+func (l *OwnedLoadBalancers) Decode(d *Decoder) { *l = decodeList[OwnedLoadBalancer](d) }
+
 // Scalar payloads.
 
 // Bool is a boolean message (InstanceExists, InstanceShutdown).

@@ -103,6 +103,22 @@ type LoadBalancer interface {
 	EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, service *abi.Service) error
 }
 
+// LoadBalancerLister is the optional addition to LoadBalancer that lets
+// the host delete load balancers whose Service is gone (ABI revision 3;
+// export/loadbalancerlist adds the export). ListLoadBalancers returns
+// every load balancer the module made for clusterName, and none of another
+// cluster's, each with the Service UID it was made for and, when the cloud
+// records them, its cluster and the Service's namespace and name. Name
+// must be what GetLoadBalancerName answers for that Service. The list must
+// be complete: return an error when a listing fails or ends short of what
+// the API announced, never a shorter list. A load balancer that cannot be
+// tied to a Service UID must be left out. EnsureLoadBalancerDeleted must
+// find and delete a listed load balancer from a Service that carries only
+// its UID, namespace and name.
+type LoadBalancerLister interface {
+	ListLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, error)
+}
+
 // Routes mirrors cloudprovider.Routes.
 type Routes interface {
 	ListRoutes(ctx context.Context, clusterName string) ([]abi.Route, error)

@@ -182,6 +182,9 @@ func TestTrapInEveryMethod(t *testing.T) {
 			m.Funcs = append(m.Funcs, wt.Func{Export: name, Params: method[0], Results: method[1], Body: wt.Seq(wt.Unreachable, okEmpty)})
 		}
 	}
+	for _, o := range abi.OptionalExports {
+		m.Funcs = append(m.Funcs, wt.Func{Export: o.Export, Params: method[0], Results: method[1], Body: wt.Seq(wt.Unreachable, okEmpty)})
+	}
 	mod, err := New(context.Background(), m.Bytes(), Config{Name: "traps-everywhere", PoolSize: 1, CallTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,9 @@ import (
 type Info struct {
 	ABIVersion   int32
 	Capabilities []abi.Capability
+	// Optional are the optional exports (abi.OptionalExports) the module
+	// has, each with the capability it requires.
+	Optional []string
 	// Imports are the host functions the module imports, in its order.
 	Imports []string
 }
@@ -29,6 +32,16 @@ type Info struct {
 func (i Info) Supports(c abi.Capability) bool {
 	for _, have := range i.Capabilities {
 		if have == c {
+			return true
+		}
+	}
+	return false
+}
+
+// Exports reports whether the module has the optional export name.
+func (i Info) Exports(name string) bool {
+	for _, have := range i.Optional {
+		if have == name {
 			return true
 		}
 	}
@@ -282,6 +295,17 @@ func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
 			problems = append(problems, fmt.Sprintf("capability %s is incomplete: has %s but lacks %s",
 				c.Capability, strings.Join(present, ", "), strings.Join(missing, ", ")))
 		}
+	}
+	for _, o := range abi.OptionalExports {
+		if !checkExport(o.Export, sigMethod) {
+			continue
+		}
+		if !info.Supports(o.Requires) {
+			problems = append(problems, fmt.Sprintf("export %s needs capability %s, which the module lacks", o.Export, o.Requires))
+			continue
+		}
+		info.Optional = append(info.Optional, o.Export)
+		methods[o.Export] = true
 	}
 
 	for _, def := range compiled.ImportedFunctions() {
