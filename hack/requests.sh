@@ -14,6 +14,11 @@
 #   WASMCCM_REQUESTS_WINDOW=11m hack/requests.sh
 #   WASMCCM_REQUESTS_NODES=5000 WASMCCM_REQUESTS_POD_CIDRS=initialized hack/requests.sh
 #                                              pod CIDRs only once every Node is initialized
+#   WASMCCM_REQUESTS_NODES=1000 WASMCCM_REQUESTS_SERVICES=200 WASMCCM_REQUESTS_RATE_LIMIT=3600 \
+#   WASMCCM_REQUESTS_ROUTES=off WASMCCM_REQUESTS_WINDOW=0 hack/requests.sh
+#                                              the rate-limited setup: Nodes initialized and
+#                                              200 load balancers under Hetzner's default
+#                                              quota, which the fake enforces with 429s
 #
 # Every setting is documented in test/scale/requests_test.go. Each run
 # takes its setup (about a minute at 60 Nodes, several at 5,000) plus the

@@ -27,7 +27,8 @@ import (
 //
 //	WASMCCM_REQUESTS_NODES    comma-separated N (default 60,1000,5000)
 //	WASMCCM_REQUESTS_WINDOW   steady-state window (default 6m; at least
-//	                          5m to hold a node status update)
+//	                          5m to hold a node status update; 0: none,
+//	                          the run ends with its setup)
 //	WASMCCM_REQUESTS_IMPLS    comma-separated: wasmccm, official (default
 //	                          wasmccm, and official when WASMCCM_HCLOUD_CCM is set)
 //	WASMCCM_HCLOUD_CCM        the official CCM's binary
@@ -36,6 +37,12 @@ import (
 //	                          pod CIDR from the start; initialized: the
 //	                          Nodes get theirs once all are initialized
 //	                          (requests.Options.PodCIDRsOnInit)
+//	WASMCCM_REQUESTS_ROUTES   off: no route controller (Options.NoRoutes)
+//	WASMCCM_REQUESTS_SERVICES Services of type LoadBalancer created once
+//	                          the Nodes are initialized (Options.Services)
+//	WASMCCM_REQUESTS_RATE_LIMIT  requests per hour the fake allows (429
+//	                          beyond) and wasmccm's http.rateLimits
+//	                          (Options.RateLimit); default none
 //	WASMCCM_REQUESTS_OUT      file to write the results to, as JSON
 func TestRequests(t *testing.T) {
 	if os.Getenv("WASMCCM_REQUESTS") == "" {
@@ -50,7 +57,7 @@ func TestRequests(t *testing.T) {
 		sizes = append(sizes, n)
 	}
 	window := envDuration(t, "WASMCCM_REQUESTS_WINDOW", 6*time.Minute)
-	if window < requests.StatusPeriod {
+	if window != 0 && window < requests.StatusPeriod {
 		t.Logf("the window (%s) is shorter than the node status update period (%s): it may hold no update", window, requests.StatusPeriod)
 	}
 	official := os.Getenv("WASMCCM_HCLOUD_CCM")
@@ -68,6 +75,17 @@ func TestRequests(t *testing.T) {
 	default:
 		t.Fatalf("WASMCCM_REQUESTS_POD_CIDRS=%q: want registration or initialized", v)
 	}
+
+	noRoutes := false
+	switch v := envString("WASMCCM_REQUESTS_ROUTES", "on"); v {
+	case "on":
+	case "off":
+		noRoutes = true
+	default:
+		t.Fatalf("WASMCCM_REQUESTS_ROUTES=%q: want on or off", v)
+	}
+	services := envInt(t, "WASMCCM_REQUESTS_SERVICES", 0)
+	rateLimit := envInt(t, "WASMCCM_REQUESTS_RATE_LIMIT", 0)
 
 	var module string
 	for _, impl := range impls {
@@ -91,7 +109,8 @@ func TestRequests(t *testing.T) {
 	var results []*requests.Result
 	for _, n := range sizes {
 		for _, impl := range impls {
-			o := requests.Options{Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout, PodCIDRsOnInit: onInit}
+			o := requests.Options{Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout, PodCIDRsOnInit: onInit,
+				NoRoutes: noRoutes, Services: services, RateLimit: rateLimit}
 			if o.Impl == requests.Official {
 				o.Binary = official
 			} else {

@@ -3,6 +3,7 @@ package requests
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,11 @@ func Report(w io.Writer, results []*Result) {
 		}
 	}
 	slices.Sort(sizes)
+	for _, r := range results {
+		if r.Services > 0 || r.RateLimit > 0 {
+			reportSetup(w, r)
+		}
+	}
 	for _, n := range sizes {
 		var rs []*Result
 		var wasm, official *Result
@@ -33,6 +39,9 @@ func Report(w io.Writer, results []*Result) {
 			case Official:
 				official = r
 			}
+		}
+		if rs[0].Window == 0 {
+			continue // setup only
 		}
 		fmt.Fprintf(w, "\n#### %d Nodes: cloud requests per hour in steady state\n\n", n)
 		header := []string{"endpoint"}
@@ -80,4 +89,28 @@ func ratioCell(a, b float64) string {
 		return "n/a"
 	}
 	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// reportSetup prints what a run's setup took: its phases' times, its
+// requests by endpoint, and what went wrong (429s, Nodes deleted).
+func reportSetup(w io.Writer, r *Result) {
+	limit := "no rate limit"
+	if r.RateLimit > 0 {
+		limit = fmt.Sprintf("rate limit %d/hour (the fake refuses beyond it; wasmccm's http.rateLimits the same)", r.RateLimit)
+	}
+	routes := "routes"
+	if r.NoRoutes {
+		routes = "no routes"
+	}
+	fmt.Fprintf(w, "\n#### Setup, %s: %d Nodes, %d load balancers, %s, %s\n\n", r.Impl, r.Nodes, r.Services, routes, limit)
+	fmt.Fprintf(w, "- Nodes registered to all initialized: %s\n", r.Initialized.Round(time.Second))
+	if r.Services > 0 {
+		fmt.Fprintf(w, "- Services created to every load balancer's address: %s\n", r.LoadBalancers.Round(time.Second))
+	}
+	fmt.Fprintf(w, "- CCM start to the end of the setup: %s, %d cloud requests; %d refused with 429 by the fake; %d Nodes deleted\n\n",
+		r.Setup.Round(time.Second), sum(r.SetupRequests), r.Throttled, r.NodesDeleted)
+	fmt.Fprintf(w, "| endpoint | requests |\n| --- | --- |\n")
+	for _, e := range slices.Sorted(maps.Keys(r.SetupRequests)) {
+		fmt.Fprintf(w, "| `%s` | %d |\n", e, r.SetupRequests[e])
+	}
 }

@@ -52,6 +52,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +62,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -91,6 +93,7 @@ const (
 	// route's destination.
 	ClusterCIDR = "10.64.0.0/10"
 	taintKey    = "node.cloudprovider.kubernetes.io/uninitialized"
+	lbLocation  = "fsn1"
 	// RoutePeriod is --route-reconciliation-period's default, and
 	// StatusPeriod --node-status-update-frequency's: the CCM gets neither
 	// flag.
@@ -116,6 +119,18 @@ type Options struct {
 	// PodCIDRsOnInit gives the Nodes their pod CIDRs only once all of
 	// them are initialized, instead of at registration.
 	PodCIDRsOnInit bool
+	// NoRoutes runs the CCM without the route controller (no pod CIDRs,
+	// no network routes).
+	NoRoutes bool
+	// Services is how many Services of type LoadBalancer are created once
+	// every Node is initialized (and routed); the setup then ends when
+	// each has its load balancer's address.
+	Services int
+	// RateLimit, in requests per hour, makes the fake refuse requests
+	// beyond a token bucket of that size, refilled at that rate, with 429
+	// as the real API does, and gives wasmccm the same budget in
+	// http.rateLimits (rate and burst: the bucket the API keeps).
+	RateLimit int
 }
 
 // Result is what one run measured.
@@ -123,6 +138,16 @@ type Result struct {
 	Impl           Impl
 	Nodes          int
 	PodCIDRsOnInit bool
+	NoRoutes       bool
+	Services       int
+	RateLimit      int
+	// Initialized is the time from the Nodes' registration until every
+	// one was initialized (and routed), and LoadBalancers from the
+	// Services' creation until every one had its address.
+	Initialized, LoadBalancers time.Duration
+	// Throttled counts the requests the fake refused with 429, and
+	// NodesDeleted the Nodes that disappeared, over the whole run.
+	Throttled, NodesDeleted int
 	// Setup is the time from the CCM's start to the steady state, and
 	// SetupRequests the requests it took, by endpoint.
 	Setup         time.Duration
@@ -176,7 +201,7 @@ func Run(t *testing.T, o Options) *Result {
 	}
 	apiserver := findAPIServer(c.Config.Host)
 
-	fake := hcloudfake.New(hcloudfake.Options{Token: token})
+	fake := hcloudfake.New(hcloudfake.Options{Token: token, RateLimit: o.RateLimit, EnforceRateLimit: o.RateLimit > 0})
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
 	network, err := fake.AddNetwork(networkName, networkCIDR)
@@ -203,7 +228,7 @@ func Run(t *testing.T, o Options) *Result {
 	cidrs := podCIDRs(t, o.Nodes)
 	start := time.Now()
 	forAll(t, o.Nodes, func(i int) error {
-		if o.PodCIDRsOnInit {
+		if o.PodCIDRsOnInit || o.NoRoutes {
 			return createNode(client, i, "")
 		}
 		return createNode(client, i, cidrs[i-1])
@@ -212,12 +237,16 @@ func Run(t *testing.T, o Options) *Result {
 
 	// Setup: every Node initialized, a route for each.
 	routes := func() int { n, _ := fake.Network(network.ID); return len(n.Routes) }
+	wantRoutes := o.Nodes
+	if o.NoRoutes {
+		wantRoutes = 0
+	}
 	deadline, report := time.Now().Add(o.Timeout), time.Now()
-	cidrsGiven := !o.PodCIDRsOnInit
+	cidrsGiven := !o.PodCIDRsOnInit || o.NoRoutes
 	for {
 		n := w.counts()
 		r := routes()
-		if n.initialized == o.Nodes && r == o.Nodes && n.routed == o.Nodes {
+		if n.initialized == o.Nodes && r == wantRoutes && n.routed == wantRoutes {
 			break
 		}
 		if n.initialized == o.Nodes && !cidrsGiven {
@@ -235,12 +264,31 @@ func Run(t *testing.T, o Options) *Result {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	res := &Result{Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, NoRoutes: o.NoRoutes, Services: o.Services,
+		RateLimit: o.RateLimit, Initialized: time.Since(start)}
+	t.Logf("%s, %d Nodes: initialized after %s, %d cloud requests, %d refused with 429", o.Impl, o.Nodes,
+		res.Initialized.Round(time.Second), sum(fake.Requests()), fake.Throttled())
+	if o.Services > 0 {
+		res.LoadBalancers = createLoadBalancers(t, client, o, time.Now().Add(o.Timeout), ccm, fake)
+	}
 	// Two route periods more, for whatever the last reconcile started.
 	time.Sleep(2 * RoutePeriod)
-	res := &Result{Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, Setup: time.Since(ccm.started), SetupRequests: fake.Requests()}
+	res.Setup, res.SetupRequests = time.Since(ccm.started), fake.Requests()
 	t.Logf("%s, %d Nodes: steady after %s and %d cloud requests; measuring for %s", o.Impl, o.Nodes,
 		res.Setup.Round(time.Second), sum(res.SetupRequests), o.Window)
 
+	defer func() {
+		res.Throttled, res.NodesDeleted = fake.Throttled(), w.deletedCount()
+		if res.NodesDeleted > 0 {
+			t.Errorf("%d Nodes deleted", res.NodesDeleted)
+		}
+		if o.Impl == Wasmccm && res.Throttled > 0 {
+			t.Errorf("the fake answered %d requests 429: the CCM's rate budget let them through", res.Throttled)
+		}
+	}()
+	if o.Window == 0 {
+		return res
+	}
 	// The window.
 	before := fake.Requests()
 	ccm0, api0 := procStat(ccm.cmd.Process.Pid), procStat(apiserver)
@@ -267,10 +315,10 @@ func Run(t *testing.T, o Options) *Result {
 	}
 
 	// Nothing changed meanwhile.
-	if n := w.counts(); n.initialized != o.Nodes || n.ready != o.Nodes || n.routed != o.Nodes {
+	if n := w.counts(); n.initialized != o.Nodes || n.ready != o.Nodes || n.routed != wantRoutes {
 		t.Errorf("after the window: %d of %d Nodes initialized, %d Ready, %d marked routed", n.initialized, o.Nodes, n.ready, n.routed)
 	}
-	if r := routes(); r != o.Nodes {
+	if r := routes(); r != wantRoutes {
 		t.Errorf("after the window: %d routes for %d Nodes", r, o.Nodes)
 	}
 	for k, v := range res.Requests {
@@ -309,8 +357,8 @@ func ccmArgs(t *testing.T, o Options, dir, kubeconfig, cloudURL string) (args, e
 		"--cluster-name=" + clusterName,
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
-		"--configure-cloud-routes=true",
-		"--allocate-node-cidrs=true",
+		"--configure-cloud-routes=" + strconv.FormatBool(!o.NoRoutes),
+		"--allocate-node-cidrs=" + strconv.FormatBool(!o.NoRoutes),
 		"--cluster-cidr=" + ClusterCIDR,
 		"--bind-address=127.0.0.1",
 		"--v=1",
@@ -325,18 +373,22 @@ func ccmArgs(t *testing.T, o Options, dir, kubeconfig, cloudURL string) (args, e
 			t.Fatal(err)
 		}
 		// Limits and everything else at their defaults.
+		rateLimits := ""
+		if o.RateLimit > 0 {
+			rateLimits = fmt.Sprintf("\n  rateLimits: [{origin: %q, perHour: %d, burst: %d}]", cloudURL, o.RateLimit, o.RateLimit)
+		}
 		config := fmt.Sprintf(`clusterName: %s
 module:
   path: %s
   compilationCacheDir: %s
 http:
-  allowedOrigins: [%q]
+  allowedOrigins: [%q]%s
 credentials:
   dir: %s
   auth:
   - {name: token, origins: [%q], bearer: {key: token}}
-providerConfig: {endpoint: %q, tokenCredential: token, network: %s}
-`, clusterName, o.Module, o.CompilationCacheDir, cloudURL, credDir, cloudURL, cloudURL+"/v1", networkName)
+providerConfig: {endpoint: %q, tokenCredential: token, network: %s, loadBalancers: {location: %s}}
+`, clusterName, o.Module, o.CompilationCacheDir, cloudURL, rateLimits, credDir, cloudURL, cloudURL+"/v1", networkName, lbLocation)
 		path := filepath.Join(dir, "cloud-config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
@@ -347,7 +399,7 @@ providerConfig: {endpoint: %q, tokenCredential: token, network: %s}
 		// the server cache at its defaults (mode all, 10 s).
 		return append(args, "--cloud-provider=hcloud", "--allow-untagged-cloud=true"), []string{
 			"HCLOUD_TOKEN=" + token, "HCLOUD_ENDPOINT=" + cloudURL + "/v1", "HCLOUD_NETWORK=" + networkName,
-			"HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true", "HCLOUD_METRICS_ENABLED=false",
+			"HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true", "HCLOUD_METRICS_ENABLED=false", "HCLOUD_LOAD_BALANCERS_LOCATION=" + lbLocation,
 		}
 	}
 	t.Fatalf("unknown implementation %q", o.Impl)
@@ -463,8 +515,9 @@ func setPodCIDR(client kubernetes.Interface, i int, podCIDR string) error {
 
 // watcher follows the Nodes through an informer of the test's own client.
 type watcher struct {
-	mu    sync.Mutex
-	nodes map[string]nodeState
+	mu      sync.Mutex
+	nodes   map[string]nodeState
+	deleted int
 }
 
 type nodeState struct{ initialized, ready, routed bool }
@@ -496,6 +549,7 @@ func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
 			if n, ok := obj.(*v1.Node); ok {
 				w.mu.Lock()
 				delete(w.nodes, n.Name)
+				w.deleted++
 				w.mu.Unlock()
 			}
 		},
@@ -505,6 +559,55 @@ func newWatcher(t *testing.T, client kubernetes.Interface) *watcher {
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 	return w
+}
+
+func (w *watcher) deletedCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.deleted
+}
+
+// createLoadBalancers creates o.Services Services of type LoadBalancer and
+// waits until each has an ingress address, returning how long that took.
+func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, deadline time.Time, ccm *ccmProcess, fake *hcloudfake.Cloud) time.Duration {
+	ctx := context.Background()
+	start := time.Now()
+	forAll(t, o.Services, func(i int) error {
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("lb-%03d", i), Namespace: "default"},
+			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Selector: map[string]string{"app": fmt.Sprintf("lb-%03d", i)},
+				Ports: []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}}},
+		}
+		_, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{})
+		return err
+	})
+	for report := time.Now(); ; time.Sleep(time.Second) {
+		list, err := client.CoreV1().Services("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ready := 0
+		for _, s := range list.Items {
+			if s.Spec.Type == v1.ServiceTypeLoadBalancer && len(s.Status.LoadBalancer.Ingress) > 0 {
+				ready++
+			}
+		}
+		if ready == o.Services {
+			took := time.Since(start)
+			t.Logf("%s, %d Nodes: %d load balancers ready after %s, %d cloud requests, %d refused with 429", o.Impl, o.Nodes,
+				o.Services, took.Round(time.Second), sum(fake.Requests()), fake.Throttled())
+			return took
+		}
+		ccm.checkAlive(t)
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d load balancers ready when the setup's time ran out", ready, o.Services)
+		}
+		if time.Since(report) >= time.Minute {
+			report = time.Now()
+			t.Logf("%s, %d Nodes: %d of %d load balancers ready after %s, %d cloud requests so far, %d refused with 429", o.Impl, o.Nodes,
+				ready, o.Services, time.Since(start).Round(time.Second), sum(fake.Requests()), fake.Throttled())
+		}
+	}
 }
 
 // counts returns how many Nodes are initialized, Ready, and marked routed
