@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -422,10 +423,16 @@ func TestRoutes(t *testing.T) {
 	if got, _ := e.p.ListRoutes(ctx, "test"); len(got) != 2 || !got[0].Blackhole || got[0].TargetNode != "" {
 		t.Fatalf("routes after a server delete %+v", got)
 	}
+	// Refused before any request: the route controller retries it at
+	// every reconcile until the Node is initialized.
 	bad := route("a", "10.244.2.0/24")
 	bad.TargetNodeAddresses = []abi.NodeAddress{{Type: "InternalIP", Address: "192.0.2.1"}}
+	before := e.cloud.Requests()
 	if err := e.p.CreateRoute(ctx, "test", "", bad); err == nil {
 		t.Fatal("a route through an address the node does not have was created")
+	}
+	if after := e.cloud.Requests(); !maps.Equal(before, after) {
+		t.Errorf("a refused route made requests: before %v, after %v", before, after)
 	}
 	for _, r := range want {
 		if err := e.p.DeleteRoute(ctx, "test", &r); err != nil {

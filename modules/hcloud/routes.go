@@ -13,11 +13,18 @@ import (
 // pod CIDR to the Node's server's address in that network, as the
 // official CCM does.
 
-func (p *Provider) routesNetwork(ctx context.Context, what string) (*network, string, error) {
+// routesNetworkID is the configured network's ID, resolved once for all
+// instances: it costs no request after the first.
+func (p *Provider) routesNetworkID(ctx context.Context, what string) (int64, error) {
 	if p.cfg.Network == "" {
-		return nil, "", errors.New("hcloud: " + what + ": routes need a network in the provider config")
+		return 0, errors.New("hcloud: " + what + ": routes need a network in the provider config")
 	}
-	id, err := p.network(ctx)
+	return p.network(ctx)
+}
+
+// routesNetwork reads the configured network, with its routes.
+func (p *Provider) routesNetwork(ctx context.Context, what string) (*network, string, error) {
+	id, err := p.routesNetworkID(ctx, what)
 	if err != nil {
 		return nil, "", err
 	}
@@ -88,7 +95,11 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *a
 	if !dest.Addr().Is4() {
 		return errors.New("hcloud: " + what + ": private networks do not support IPv6 routes")
 	}
-	n, path, err := p.routesNetwork(ctx, what)
+	// Everything that can refuse the route is checked before the network
+	// is read: the route controller retries a refused route at every
+	// reconcile (a Node's InternalIP appears only once it is initialized),
+	// and each retry should cost the API nothing.
+	networkID, err := p.routesNetworkID(ctx, what)
 	if err != nil {
 		return err
 	}
@@ -101,12 +112,12 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *a
 	}
 	gateway := ""
 	for _, pn := range s.PrivateNet {
-		if pn.Network == n.ID {
+		if pn.Network == networkID {
 			gateway = pn.IP
 		}
 	}
 	if gateway == "" {
-		return errors.New("hcloud: " + what + ": server " + strconv.FormatInt(s.ID, 10) + " is not attached to network " + strconv.FormatInt(n.ID, 10))
+		return errors.New("hcloud: " + what + ": server " + strconv.FormatInt(s.ID, 10) + " is not attached to network " + strconv.FormatInt(networkID, 10))
 	}
 	listed := false
 	for _, a := range route.TargetNodeAddresses {
@@ -114,6 +125,10 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, route *a
 	}
 	if !listed {
 		return errors.New("hcloud: " + what + ": the server's private address " + gateway + " is not an InternalIP of the node")
+	}
+	n, path, err := p.routesNetwork(ctx, what)
+	if err != nil {
+		return err
 	}
 	destination := dest.Masked().String()
 	for _, r := range n.Routes {
