@@ -1,6 +1,8 @@
 package hcloudfake
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -646,4 +648,23 @@ func (c *Cloud) listActions(r *http.Request) (int, any, *apiError) {
 		schema.ActionListResponse
 		Meta schema.Meta `json:"meta"`
 	}{schema.ActionListResponse{Actions: list}, meta}, nil
+}
+
+// AddLoadBalancer creates a load balancer of type lb11 in location with
+// labels, as a client's POST /load_balancers would (a CCM's create landing
+// after its Service was deleted, in tests), and returns it.
+func (c *Cloud) AddLoadBalancer(name, location string, labels map[string]string) (schema.LoadBalancer, error) {
+	body, err := json.Marshal(schema.LoadBalancerCreateRequest{Name: name, LoadBalancerType: schema.IDOrName{Name: "lb11"}, Location: &location, Labels: &labels})
+	if err != nil {
+		return schema.LoadBalancer{}, err
+	}
+	r, err := http.NewRequest(http.MethodPost, "/v1/load_balancers", bytes.NewReader(body))
+	if err != nil {
+		return schema.LoadBalancer{}, err
+	}
+	_, resp, apiErr := c.createLoadBalancer(r)
+	if apiErr != nil {
+		return schema.LoadBalancer{}, apiErr
+	}
+	return resp.(schema.LoadBalancerCreateResponse).LoadBalancer, nil
 }

@@ -133,6 +133,17 @@ const perPage = "50"
 // listing shorter than the total the API announced, are errors, never a
 // shorter list: what a listing lacks can look "gone".
 func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters ...rest.Param) ([]T, error) {
+	return listPages[T](ctx, p, what, kind, false, filters)
+}
+
+// listComplete is listAll for a listing whose gaps would delete
+// something: every page must carry the API's pagination, and the pages
+// together the total it announced, or the listing is an error.
+func listComplete[T any](ctx context.Context, p *Provider, what, kind string, filters ...rest.Param) ([]T, error) {
+	return listPages[T](ctx, p, what, kind, true, filters)
+}
+
+func listPages[T any](ctx context.Context, p *Provider, what, kind string, strict bool, filters []rest.Param) ([]T, error) {
 	var all []T
 	for page := 1; ; {
 		var body map[string]json.RawMessage
@@ -155,6 +166,9 @@ func listAll[T any](ctx context.Context, p *Provider, what, kind string, filters
 			if err := json.Unmarshal(raw, &meta); err != nil {
 				return nil, errors.New("hcloud: " + what + ": decoding \"meta\": " + err.Error())
 			}
+		}
+		if strict && (meta.Pagination == nil || meta.Pagination.TotalEntries == nil) {
+			return nil, errors.New("hcloud: " + what + ": the API's answer carries no pagination total, so the listing cannot be known complete")
 		}
 		if meta.Pagination == nil || meta.Pagination.NextPage <= page {
 			// A listing that ends short of the total it announced missed

@@ -3,6 +3,7 @@ package hcloud
 import (
 	"context"
 	"errors"
+	"io"
 	"log"
 	"maps"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -641,5 +643,85 @@ func TestLoadBalancerMaxServices(t *testing.T) {
 	}
 	if lb := e.cloud.LoadBalancers()[0]; len(lb.Services) != max {
 		t.Fatalf("%d services, want %s's max_services %d", len(lb.Services), defaultType, max)
+	}
+}
+
+// TestListLoadBalancers: the listing selects this cluster's load balancers
+// by label at the API, over every page, leaves out another cluster's and
+// unlabelled ones, and is an error when a page fails or the pages fall
+// short of the announced total, never a shorter list.
+func TestListLoadBalancers(t *testing.T) {
+	e := newEnv(t, `{"loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{})
+	ctx := context.Background()
+	svc := testService("0c0c0c0c-0000-4000-8000-000000000001", nil, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+	if _, err := e.p.EnsureLoadBalancer(ctx, "test", svc, []abi.Node{*e.node("a")}); err != nil {
+		t.Fatal(err)
+	}
+	var want []abi.OwnedLoadBalancer
+	for _, lb := range e.cloud.LoadBalancers() {
+		if lb.Labels[ClusterLabel] != "test" {
+			t.Fatalf("a created load balancer is labelled %v, want %s=test", lb.Labels, ClusterLabel)
+		}
+		want = append(want, abi.OwnedLoadBalancer{Name: lb.Name, ID: strconv.FormatInt(lb.ID, 10), ClusterName: "test", ServiceUID: svc.UID})
+	}
+	// More than a page of this cluster's, and others the selector excludes.
+	for i := range 60 {
+		lb, err := e.cloud.AddLoadBalancer("late-"+strconv.Itoa(i), "fsn1", map[string]string{ServiceUIDLabel: "u-" + strconv.Itoa(i), ClusterLabel: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, abi.OwnedLoadBalancer{Name: lb.Name, ID: strconv.FormatInt(lb.ID, 10), ClusterName: "test", ServiceUID: "u-" + strconv.Itoa(i)})
+	}
+	for name, labels := range map[string]map[string]string{
+		"other-cluster": {ServiceUIDLabel: "u-x", ClusterLabel: "other"},
+		"official-ccm":  {ServiceUIDLabel: "u-y"},
+		"by-hand":       {ClusterLabel: "test"},
+	} {
+		if _, err := e.cloud.AddLoadBalancer(name, "fsn1", labels); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.p.ListLoadBalancers(ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListLoadBalancers = %d entries %+v\nwant %d %+v", len(got), got, len(want), want)
+	}
+	if _, err := e.p.ListLoadBalancers(ctx, "not a label value!"); err == nil {
+		t.Error("a cluster name that cannot be a label value listed load balancers")
+	}
+
+	// The second page fails; then the pages announce one entry more.
+	var failPage2, lie atomic.Bool
+	failPage2.Store(true)
+	fake := e.cloud.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+token)
+		if r.URL.Path == "/v1/load_balancers" && failPage2.Load() && r.URL.Query().Get("page") == "2" {
+			http.Error(w, `{"error":{"code":"server_error","message":"boom"}}`, 500)
+			return
+		}
+		rec := httptest.NewRecorder()
+		fake.ServeHTTP(rec, r)
+		body := rec.Body.String()
+		if lie.Load() {
+			body = strings.Replace(body, `"total_entries":61`, `"total_entries":62`, 1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.Code)
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	// The server authenticates: the provider's credential is bound to the
+	// fake's own origin.
+	e.p.api.BaseURL, e.p.api.Credential = srv.URL+"/v1", ""
+	if got, err := e.p.ListLoadBalancers(ctx, "test"); err == nil {
+		t.Errorf("a listing whose second page failed = %d entries, nil; want an error", len(got))
+	}
+	failPage2.Store(false)
+	lie.Store(true)
+	if got, err := e.p.ListLoadBalancers(ctx, "test"); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("a listing short of its announced total = %d entries, %v; want an error", len(got), err)
 	}
 }

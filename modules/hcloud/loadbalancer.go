@@ -16,6 +16,59 @@ import (
 // the official CCM's, so each finds the other's load balancers.
 const ServiceUIDLabel = "hcloud-ccm/service-uid"
 
+// ClusterLabel is the load balancer label naming the cluster it was made
+// for (the CCM's --cluster-name). The official CCM sets no such label:
+// Service UIDs alone do not say which cluster a load balancer belongs to,
+// and ListLoadBalancers must never answer another cluster's. Load
+// balancers without it (made by the official CCM, or before this label)
+// are labelled by the next EnsureLoadBalancer or UpdateLoadBalancer of
+// their Service, and are never listed until then.
+const ClusterLabel = "wasmccm.io/cluster"
+
+// clusterLabelValue is the cluster name as the label's value, or "" when
+// the name is not a valid Hetzner label value (at most 63 characters,
+// alphanumerics, '-', '_' and '.', alphanumeric at both ends): such a
+// cluster's load balancers are not labelled, and not listed.
+func clusterLabelValue(name string) string {
+	if name == "" || len(name) > 63 || !alnum(name[0]) || !alnum(name[len(name)-1]) {
+		return ""
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return ""
+		}
+	}
+	return name
+}
+
+func alnum(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+
+// ListLoadBalancers implements sdk.LoadBalancerLister: the load balancers
+// labelled with this cluster and a Service UID, selected by the API
+// (label_selector), over every page. A page that fails, or a listing
+// short of the total the API announced, is an error.
+func (p *Provider) ListLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, error) {
+	cluster := clusterLabelValue(clusterName)
+	if cluster == "" {
+		return nil, errors.New("hcloud: cluster name " + strconv.Quote(clusterName) + " is not a valid label value, so load balancers are not labelled with it and cannot be listed")
+	}
+	ctx = p.bounded(ctx)
+	list, err := listComplete[loadBalancer](ctx, p, "listing the cluster's load balancers", "load_balancers",
+		rest.Param{Name: "label_selector", Value: ServiceUIDLabel + "," + ClusterLabel + "=" + cluster})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]abi.OwnedLoadBalancer, 0, len(list))
+	for _, lb := range list {
+		uid := lb.Labels[ServiceUIDLabel]
+		if uid == "" || lb.Labels[ClusterLabel] != cluster {
+			continue // not what was asked for: never report it
+		}
+		out = append(out, abi.OwnedLoadBalancer{Name: lb.Name, ID: strconv.FormatInt(lb.ID, 10), ClusterName: cluster, ServiceUID: uid})
+	}
+	return out, nil
+}
+
 // defaultType is the load balancer type when neither the annotation nor
 // the config chooses one.
 const defaultType = "lb11"
@@ -157,6 +210,9 @@ func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Serv
 	}
 	req := createRequest{Name: p.GetLoadBalancerName(ctx, clusterName, svc), LoadBalancerType: p.lbType(&a),
 		Location: def.Location, NetworkZone: def.NetworkZone, Labels: map[string]string{ServiceUIDLabel: svc.UID}}
+	if cluster := clusterLabelValue(p.cluster); cluster != "" {
+		req.Labels[ClusterLabel] = cluster
+	}
 	if v, ok := a.str(annLocation); ok {
 		req.Location = v // "" resets a configured location, to use a network zone
 	}
@@ -256,12 +312,16 @@ func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Ser
 	}
 
 	name, rename := a.str(annName)
-	if lb.Labels[ServiceUIDLabel] != svc.UID || (rename && name != lb.Name) {
+	cluster := clusterLabelValue(p.cluster)
+	if lb.Labels[ServiceUIDLabel] != svc.UID || (cluster != "" && lb.Labels[ClusterLabel] != cluster) || (rename && name != lb.Name) {
 		labels := map[string]string{}
 		for k, v := range lb.Labels {
 			labels[k] = v
 		}
 		labels[ServiceUIDLabel] = svc.UID
+		if cluster != "" {
+			labels[ClusterLabel] = cluster
+		}
 		update := map[string]any{"labels": labels}
 		if rename {
 			update["name"] = name

@@ -68,6 +68,9 @@ type Provider struct {
 	host sdk.Host
 	api  rest.Client
 	cfg  config
+	// cluster is the CCM's cluster name, which labels the load balancers
+	// (ClusterLabel) when it is a valid label value.
+	cluster string
 
 	// callTimeout bounds load balancer and route calls.
 	callTimeout time.Duration
@@ -84,10 +87,11 @@ type Provider struct {
 const defaultCallTimeout = 20 * time.Second
 
 var (
-	_ sdk.Provider     = (*Provider)(nil)
-	_ sdk.InstancesV2  = (*Provider)(nil)
-	_ sdk.LoadBalancer = (*Provider)(nil)
-	_ sdk.Routes       = (*Provider)(nil)
+	_ sdk.Provider           = (*Provider)(nil)
+	_ sdk.InstancesV2        = (*Provider)(nil)
+	_ sdk.LoadBalancer       = (*Provider)(nil)
+	_ sdk.LoadBalancerLister = (*Provider)(nil)
+	_ sdk.Routes             = (*Provider)(nil)
 )
 
 // New returns a provider that reaches the cloud through host. It must be
@@ -124,7 +128,8 @@ type lbDefaults struct {
 
 // Init parses the provider config. It does not contact the cloud, so an
 // unreachable API at start-up does not make the module unusable.
-func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
+func (p *Provider) Init(_ context.Context, clusterName string, raw []byte) error {
+	p.cluster = clusterName
 	var cfg config
 	if raw = bytes.TrimSpace(raw); len(raw) > 0 && string(raw) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(raw))

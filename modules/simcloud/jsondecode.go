@@ -611,11 +611,19 @@ func (r *route) UnmarshalJSON(data []byte) error {
 	return decodeJSON(data, func(d *decoder) error { return d.routeInto(r) })
 }
 
-// instanceList and routeList are the answers of the list endpoints.
+// instanceList, loadBalancerList and routeList are the answers of the
+// list endpoints.
 type (
-	instanceList []instance
-	routeList    []route
+	instanceList     []instance
+	loadBalancerList []loadBalancer
+	routeList        []route
 )
+
+func (l *loadBalancerList) UnmarshalJSON(data []byte) error {
+	return decodeJSON(data, func(d *decoder) error {
+		return sliceInto(d, (*[]loadBalancer)(l), (*decoder).loadBalancerInto)
+	})
+}
 
 func (l *instanceList) UnmarshalJSON(data []byte) error {
 	return decodeJSON(data, func(d *decoder) error { return sliceInto(d, (*[]instance)(l), (*decoder).instanceInto) })

@@ -12,10 +12,13 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
-// Tag keys written on every load balancer, for people reading the cloud.
+// Tag keys written on every load balancer: the cluster and Service it
+// was made for, which ListLoadBalancers reads back (the name cannot give
+// the UID back: it is truncated).
 const (
-	TagCluster = "kubernetes-cluster"
-	TagService = "service"
+	TagCluster    = "kubernetes-cluster"
+	TagService    = "service"
+	TagServiceUID = "service-uid"
 )
 
 // HealthCheckPath is the path kube-proxy serves on a Service's
@@ -218,7 +221,7 @@ func (p *Provider) spec(svc *abi.Service, name string) (*loadBalancer, error) {
 		lb.HealthCheck = &healthCheck{NodePort: svc.HealthCheckNodePort, Path: HealthCheckPath}
 	}
 	lb.SourceRanges = sourceRanges(svc)
-	lb.Tags = map[string]string{TagService: serviceName(svc)}
+	lb.Tags = map[string]string{TagService: serviceName(svc), TagServiceUID: svc.UID}
 	if p.cluster != "" {
 		lb.Tags[TagCluster] = p.cluster
 	}
@@ -453,4 +456,29 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 	}
 	p.logf(abi.LogInfo, "deleted load balancer "+name+" of Service "+serviceName(svc))
 	return nil
+}
+
+// ListLoadBalancers implements sdk.LoadBalancerLister: every load balancer
+// tagged with clusterName and a Service UID. simcloud answers the whole
+// list in one response, so a failed request is an error and never an
+// empty list. Load balancers without the UID tag (made before it was
+// written) are left out: nothing ties them to a Service.
+func (p *Provider) ListLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, error) {
+	var list loadBalancerList
+	if _, err := p.api.Do(ctx, &rest.Request{What: "listing load balancers", Method: "GET", Path: "/v1/loadbalancers", Into: &list}); err != nil {
+		return nil, err
+	}
+	var out []abi.OwnedLoadBalancer
+	for _, lb := range list {
+		uid := lb.Tags[TagServiceUID]
+		if uid == "" || clusterName == "" || lb.Tags[TagCluster] != clusterName {
+			continue
+		}
+		owned := abi.OwnedLoadBalancer{Name: lb.Name, ClusterName: clusterName, ServiceUID: uid}
+		if ns, name, ok := strings.Cut(lb.Tags[TagService], "/"); ok {
+			owned.ServiceNamespace, owned.ServiceName = ns, name
+		}
+		out = append(out, owned)
+	}
+	return out, nil
 }

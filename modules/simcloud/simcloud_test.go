@@ -572,7 +572,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	want := sim.LoadBalancer{ID: lb.ID, Name: name, IP: "203.0.113.10",
 		Ports:   []sim.Port{{Name: "http", Protocol: "TCP", Port: 80, NodePort: 30080}},
 		Targets: []string{"i-a", "i-c"},
-		Tags:    map[string]string{TagCluster: testCluster, TagService: "default/web"}}
+		Tags:    map[string]string{TagCluster: testCluster, TagService: "default/web", TagServiceUID: uid1}}
 	if !reflect.DeepEqual(lb, want) {
 		t.Errorf("load balancer = %+v\nwant %+v", lb, want)
 	}
@@ -613,7 +613,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		Targets:      []string{"i-a", "i-b"},
 		HealthCheck:  &sim.HealthCheck{NodePort: 32000, Path: "/healthz"},
 		SourceRanges: []string{"10.0.0.0/8", "192.168.0.0/16"},
-		Tags:         map[string]string{TagCluster: testCluster, TagService: "default/web"}}
+		Tags:         map[string]string{TagCluster: testCluster, TagService: "default/web", TagServiceUID: uid1}}
 	if !reflect.DeepEqual(lb, want) {
 		t.Errorf("load balancer = %+v\nwant %+v", lb, want)
 	}
@@ -848,6 +848,38 @@ func TestLoadBalancerFailures(t *testing.T) {
 				t.Errorf("%d load balancers after a failure, want 1", n)
 			}
 		})
+	}
+}
+
+// TestListLoadBalancers: the listing names this cluster's load balancers
+// with their Service, leaves out another cluster's and untagged ones, and
+// a failed listing is an error, never an empty list.
+func TestListLoadBalancers(t *testing.T) {
+	e := newEnv(t, "")
+	svc := service(uid1)
+	if _, err := e.p.EnsureLoadBalancer(ctx, testCluster, svc, nodes("id:i-a")); err != nil {
+		t.Fatal(err)
+	}
+	for _, lb := range []sim.LoadBalancer{
+		{Name: "other-cluster", Ports: []sim.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}, Tags: map[string]string{TagCluster: "other", TagServiceUID: "u-other", TagService: "default/web"}},
+		{Name: "by-hand", Ports: []sim.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}, Tags: map[string]string{TagCluster: testCluster}},
+	} {
+		if _, err := e.cloud.CreateLoadBalancer(lb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.p.ListLoadBalancers(ctx, testCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []abi.OwnedLoadBalancer{{Name: e.p.GetLoadBalancerName(ctx, testCluster, svc), ClusterName: testCluster,
+		ServiceUID: uid1, ServiceNamespace: "default", ServiceName: "web"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListLoadBalancers = %+v\nwant %+v", got, want)
+	}
+	e.fault(t, sim.Fault{Route: "GET /v1/loadbalancers", ErrorRate: 1, Status: 500})
+	if got, err := e.p.ListLoadBalancers(ctx, testCluster); err == nil {
+		t.Fatalf("ListLoadBalancers with the cloud failing = %v, nil; want an error", got)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancerlist"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
@@ -20,6 +21,7 @@ func init() {
 	sdk.Set(p)
 	instancesv2.Set(p)
 	loadbalancer.Set(p)
+	loadbalancerlist.Set(p)
 	routes.Set(p)
 	zones.Set(p)
 }
