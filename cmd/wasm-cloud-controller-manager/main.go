@@ -29,7 +29,7 @@ func main() {
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
 	}
-	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, app.DefaultInitFuncConstructors,
+	cmd := app.NewCloudControllerManagerCommand(opts, initCloud, controllers(),
 		names.CCMControllerAliases(), cliflag.NamedFlagSets{}, wait.NeverStop)
 	os.Exit(cli.Run(cmd))
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
 
 // Config is the --cloud-config file of provider "wasm". Unknown fields are
@@ -24,6 +25,9 @@ type Config struct {
 	HTTP        HTTPConfig        `json:"http,omitempty"`
 	Credentials CredentialsConfig `json:"credentials,omitempty"`
 	Safety      SafetyConfig      `json:"safety,omitempty"`
+	// OrphanSweep deletes load balancers whose Service is gone
+	// (runtime/sweep).
+	OrphanSweep sweep.Config `json:"orphanSweep,omitempty"`
 	// ProviderConfig is any YAML value; the module's init receives it as JSON.
 	ProviderConfig json.RawMessage `json:"providerConfig,omitempty"`
 }
@@ -138,7 +142,7 @@ func (c *Config) validate() error {
 	if c.Limits.CallTimeout.Duration < 0 || c.HTTP.Timeout.Duration < 0 || c.Module.ReloadInterval.Duration < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
-	errs = append(errs, c.Safety.validate(), c.Module.Rollout.validate())
+	errs = append(errs, c.Safety.validate(), c.Module.Rollout.validate(), c.OrphanSweep.Validate())
 	if c.Limits.MemoryLimitMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
 	}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"os"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/app"
+	"k8s.io/cloud-provider/app/config"
+	genericcontrollermanager "k8s.io/controller-manager/app"
+	"k8s.io/controller-manager/controller"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/runtime/provider"
+	"github.com/wasmccm/wasmccm/runtime/sweep"
+)
+
+// orphanSweepController is the sweep's name in --controllers.
+const orphanSweepController = "orphan-load-balancer-sweep"
+
+// controllers are the upstream controllers and the orphan load balancer
+// sweep, which runs like them: on the leader only, over the shared
+// informers.
+func controllers() map[string]app.ControllerInitFuncConstructor {
+	c := maps.Clone(app.DefaultInitFuncConstructors)
+	c[orphanSweepController] = app.ControllerInitFuncConstructor{
+		InitContext: app.ControllerInitContext{ClientName: "orphan-load-balancer-sweep"},
+		Constructor: startOrphanSweep,
+	}
+	return c
+}
+
+func startOrphanSweep(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
+	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
+		c, ok := cloud.(*provider.Cloud)
+		if !ok {
+			return nil, false, nil
+		}
+		if _, ok := c.LoadBalancer(); !ok {
+			klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability")
+			return nil, false, nil
+		}
+		cfg := c.OrphanSweep()
+		clusterName := completed.ComponentConfig.KubeCloudShared.ClusterName
+		if why := sweep.Refusal(cfg, clusterName); why != "" {
+			klog.InfoS("orphan load balancer sweep not started", "reason", why)
+			return nil, false, nil
+		}
+		client, err := completed.ClientBuilder.Client(initContext.ClientName)
+		if err != nil {
+			return nil, false, err
+		}
+		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+		recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
+		var pod *v1.ObjectReference
+		if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
+			pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
+		}
+		services := completed.SharedInformers.Core().V1().Services()
+		s := sweep.New(cfg, c, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
+		go s.Run(ctx)
+		return nil, true, nil
+	}
+}

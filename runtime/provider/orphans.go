@@ -1,0 +1,62 @@
+package provider
+
+import (
+	"context"
+	"errors"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/sweep"
+)
+
+// The provider's side of the orphan load balancer sweep (runtime/sweep).
+
+var _ sweep.Cloud = (*Cloud)(nil)
+
+// OrphanSweep is the cloud-config's orphanSweep.
+func (c *Cloud) OrphanSweep() sweep.Config { return c.cfg.OrphanSweep }
+
+// ListOwnedLoadBalancers asks the module in service, and only it, for the
+// load balancers it made for clusterName; module is that module. It
+// answers sweep.ErrUnsupported, without calling anything, when the module
+// does not export the listing (ABI revision 2 and older) or lacks the
+// LoadBalancer capability. The call is not shown to a rollout: a listing
+// is not a question the controllers ask.
+func (c *Cloud) ListOwnedLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, any, error) {
+	for {
+		b := c.backend.Load()
+		if !c.supports(abi.CapabilityLoadBalancer) || !(*b).Info().Exports(abi.ExportListLoadBalancers) {
+			return nil, b, sweep.ErrUnsupported
+		}
+		in, out := abi.String(clusterName), abi.OwnedLoadBalancers(nil)
+		err := (*b).Call(ctx, abi.ExportListLoadBalancers, &in, &out)
+		if errors.Is(err, host.ErrClosed) && c.backend.Load() != b {
+			continue
+		}
+		if err != nil {
+			return nil, b, mapError(err, notFoundIsError)
+		}
+		return out, b, nil
+	}
+}
+
+// LoadBalancerNameOf is the module's GetLoadBalancerName for svc. Unlike
+// the cloudprovider method, which must answer something, it fails when
+// the module gave no name: the sweep then deletes nothing.
+func (c *Cloud) LoadBalancerNameOf(ctx context.Context, clusterName string, svc *v1.Service) (string, error) {
+	var name abi.String
+	if err := c.call(ctx, abi.ExportGetLoadBalancerName, loadBalancer{c}.request(clusterName, svc, nil), &name); err != nil {
+		return "", mapError(err, notFoundIsError)
+	}
+	if name == "" {
+		return "", errors.New("module answered an empty load balancer name")
+	}
+	return string(name), nil
+}
+
+// DeleteOwnedLoadBalancer is EnsureLoadBalancerDeleted.
+func (c *Cloud) DeleteOwnedLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) error {
+	return loadBalancer{c}.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
+}
