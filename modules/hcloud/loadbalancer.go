@@ -17,7 +17,7 @@ import (
 const ServiceUIDLabel = "hcloud-ccm/service-uid"
 
 // ClusterLabel is the load balancer label naming the cluster it was made
-// for (the CCM's --cluster-name). The official CCM sets no such label:
+// for (the CCM's --cluster-name, which every load balancer call carries). The official CCM sets no such label:
 // Service UIDs alone do not say which cluster a load balancer belongs to,
 // and ListLoadBalancers must never answer another cluster's. Load
 // balancers without it (made by the official CCM, or before this label)
@@ -155,7 +155,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 			return nil, err
 		}
 	}
-	if err := p.reconcile(ctx, lb, svc, nodes); err != nil {
+	if err := p.reconcile(ctx, clusterName, lb, svc, nodes); err != nil {
 		return nil, err
 	}
 	if lb, err = p.getLB(ctx, lb.ID); err != nil {
@@ -175,7 +175,7 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, clusterName string, s
 	if err != nil || lb == nil {
 		return err
 	}
-	return p.reconcile(ctx, lb, svc, nodes)
+	return p.reconcile(ctx, clusterName, lb, svc, nodes)
 }
 
 // EnsureLoadBalancerDeleted implements sdk.LoadBalancer. Only a load
@@ -210,7 +210,7 @@ func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Serv
 	}
 	req := createRequest{Name: p.GetLoadBalancerName(ctx, clusterName, svc), LoadBalancerType: p.lbType(&a),
 		Location: def.Location, NetworkZone: def.NetworkZone, Labels: map[string]string{ServiceUIDLabel: svc.UID}}
-	if cluster := clusterLabelValue(p.cluster); cluster != "" {
+	if cluster := clusterLabelValue(clusterName); cluster != "" {
 		req.Labels[ClusterLabel] = cluster
 	}
 	if v, ok := a.str(annLocation); ok {
@@ -304,7 +304,7 @@ func (p *Provider) usePrivateIP(a *annotations) bool {
 // reconcile brings an existing load balancer to the Service: name and
 // label, algorithm, type, network, public interface, then services and
 // targets. Each change is one action, awaited before the next.
-func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Service, nodes []abi.Node) error {
+func (p *Provider) reconcile(ctx context.Context, clusterName string, lb *loadBalancer, svc *abi.Service, nodes []abi.Node) error {
 	a := annotations{m: svc.Annotations}
 	path := "/load_balancers/" + strconv.FormatInt(lb.ID, 10)
 	act := func(name string, body any) error {
@@ -312,7 +312,7 @@ func (p *Provider) reconcile(ctx context.Context, lb *loadBalancer, svc *abi.Ser
 	}
 
 	name, rename := a.str(annName)
-	cluster := clusterLabelValue(p.cluster)
+	cluster := clusterLabelValue(clusterName)
 	if lb.Labels[ServiceUIDLabel] != svc.UID || (cluster != "" && lb.Labels[ClusterLabel] != cluster) || (rename && name != lb.Name) {
 		labels := map[string]string{}
 		for k, v := range lb.Labels {

@@ -68,9 +68,6 @@ type Provider struct {
 	host sdk.Host
 	api  rest.Client
 	cfg  config
-	// cluster is the CCM's cluster name, which labels the load balancers
-	// (ClusterLabel) when it is a valid label value.
-	cluster string
 
 	// callTimeout bounds load balancer and route calls.
 	callTimeout time.Duration
@@ -128,8 +125,7 @@ type lbDefaults struct {
 
 // Init parses the provider config. It does not contact the cloud, so an
 // unreachable API at start-up does not make the module unusable.
-func (p *Provider) Init(_ context.Context, clusterName string, raw []byte) error {
-	p.cluster = clusterName
+func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	var cfg config
 	if raw = bytes.TrimSpace(raw); len(raw) > 0 && string(raw) != "null" {
 		dec := json.NewDecoder(bytes.NewReader(raw))
