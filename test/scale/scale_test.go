@@ -32,12 +32,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -46,7 +43,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,6 +57,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+	"github.com/wasmccm/wasmccm/test/scale/ccmproc"
 )
 
 const (
@@ -302,14 +299,14 @@ func run(t *testing.T, s settings, variant string) *result {
 	// Watch Nodes and Services before anything is created.
 	w := newWatcher(t, client)
 
-	ccm := startCCM(t, binary, dir, flags)
-	r.Startup = ccm.startup
-	st := ccm.stat(t)
-	r.StartCPU, r.StartRSS = st.cpu, st.rss
+	ccm := ccmproc.Start(t, binary, dir, flags, nil)
+	r.Startup = ccm.Startup
+	st := ccm.Stat()
+	r.StartCPU, r.StartRSS = st.CPU, st.RSS
 	t.Logf("%s: CCM healthy after %s", variant, r.Startup)
 
 	// Phase 1: N tainted Nodes at once.
-	before, cpu0 := cloud.Counters(), st.cpu
+	before, cpu0 := cloud.Counters(), st.CPU
 	start := time.Now()
 	created := createAll(t, s.Nodes, func(i int) error { return createNode(client, i) })
 	t.Logf("%s: %d Nodes created in %s", variant, s.Nodes, time.Since(start).Round(time.Millisecond))
@@ -319,7 +316,7 @@ func run(t *testing.T, s settings, variant string) *result {
 		r.Nodes.Done.Round(time.Millisecond), r.Nodes.requests(), r.Nodes.RateLimited)
 
 	// Phase 2: M LoadBalancer Services at once.
-	before, cpu0 = cloud.Counters(), ccm.stat(t).cpu
+	before, cpu0 = cloud.Counters(), ccm.Stat().CPU
 	start = time.Now()
 	created = createAll(t, s.Services, func(i int) error { return createService(client, i) })
 	done = w.waitServices(t, s.Services, s.Timeout)
@@ -329,7 +326,7 @@ func run(t *testing.T, s settings, variant string) *result {
 
 	// Phase 3: idle, then (optionally) the periodic node status refresh,
 	// which calls InstanceMetadata for every initialized Node.
-	idleStart, idleCPU := time.Now(), ccm.stat(t).cpu
+	idleStart, idleCPU := time.Now(), ccm.Stat().CPU
 	if s.Refresh {
 		var refreshStart time.Time
 		var refreshCPU time.Duration
@@ -338,11 +335,11 @@ func run(t *testing.T, s settings, variant string) *result {
 		t.Logf("%s: node status refresh of %d Nodes took %s", variant, s.Nodes, r.Refresh.Done.Round(time.Millisecond))
 	} else {
 		time.Sleep(30 * time.Second)
-		r.IdlePerMinute = perMinute(ccm.stat(t).cpu-idleCPU, time.Since(idleStart))
+		r.IdlePerMinute = perMinute(ccm.Stat().CPU-idleCPU, time.Since(idleStart))
 	}
 
-	final := ccm.stop(t)
-	r.PeakRSS, r.TotalCPU = final.hwm, final.cpu
+	final := ccm.Stop()
+	r.PeakRSS, r.TotalCPU = final.HWM, final.CPU
 	return r
 }
 
@@ -573,7 +570,7 @@ func (w *watcher) wait(t *testing.T, m *map[string]time.Time, n int, timeout tim
 // phase summarizes a phase that started at start, whose objects i+1 were
 // created at created[i] and done at done[name].
 func (w *watcher) phase(start time.Time, created []time.Time, done map[string]time.Time, cloud *simcloud.Cloud,
-	before simcloud.Counters, ccm *ccmProcess, cpu0 time.Duration, t *testing.T) phase {
+	before simcloud.Counters, ccm *ccmproc.Process, cpu0 time.Duration, t *testing.T) phase {
 	var last time.Time
 	var per []time.Duration
 	for i, c := range created {
@@ -592,9 +589,9 @@ func (w *watcher) phase(start time.Time, created []time.Time, done map[string]ti
 	}
 	slices.Sort(per)
 	after := cloud.Counters()
-	st := ccm.stat(t)
+	st := ccm.Stat()
 	p := phase{Done: last.Sub(start), CloudRequests: diff(after.Requests, before.Requests),
-		RateLimited: after.RateLimited - before.RateLimited, CPU: st.cpu - cpu0, RSS: st.rss}
+		RateLimited: after.RateLimited - before.RateLimited, CPU: st.CPU - cpu0, RSS: st.RSS}
 	if len(per) > 0 {
 		p.P50, p.P99 = per[(len(per)-1)*50/100], per[(len(per)-1)*99/100]
 	}
@@ -617,7 +614,7 @@ func diff(after, before map[string]int) map[string]int {
 // IDs set, that is one GET /v1/instances/{id} per Node, and nothing else
 // requests that endpoint in this scenario. It returns the pass as a phase,
 // with when it started and the CCM's CPU time then.
-func waitRefresh(t *testing.T, s settings, cloud *simcloud.Cloud, ccm *ccmProcess) (*phase, time.Time, time.Duration) {
+func waitRefresh(t *testing.T, s settings, cloud *simcloud.Cloud, ccm *ccmproc.Process) (*phase, time.Time, time.Duration) {
 	const endpoint = "GET /v1/instances/{id}"
 	base := cloud.Counters()
 	timeout := 6*time.Minute + s.Timeout
@@ -627,135 +624,14 @@ func waitRefresh(t *testing.T, s settings, cloud *simcloud.Cloud, ccm *ccmProces
 		c := cloud.Counters()
 		n := c.Requests[endpoint] - base.Requests[endpoint]
 		if start.IsZero() && n > 0 {
-			start, cpu0 = time.Now(), ccm.stat(t).cpu
+			start, cpu0 = time.Now(), ccm.Stat().CPU
 		}
 		if n >= s.Nodes {
-			st := ccm.stat(t)
+			st := ccm.Stat()
 			return &phase{Done: time.Since(start), CloudRequests: diff(c.Requests, base.Requests),
-				RateLimited: c.RateLimited - base.RateLimited, CPU: st.cpu - cpu0, RSS: st.rss}, start, cpu0
+				RateLimited: c.RateLimited - base.RateLimited, CPU: st.CPU - cpu0, RSS: st.RSS}, start, cpu0
 		}
 	}
 	t.Fatalf("no complete node status refresh within %s", timeout)
 	return nil, time.Time{}, 0
-}
-
-// ---- the CCM process ----
-
-type ccmProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	done    chan struct{}
-	startup time.Duration
-}
-
-type procStat struct {
-	cpu      time.Duration
-	rss, hwm int64
-}
-
-func startCCM(t *testing.T, binary, dir string, flags []string) *ccmProcess {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(binary, append(flags, fmt.Sprintf("--secure-port=%d", port))...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); logFile.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop(t)
-		if t.Failed() {
-			t.Logf("CCM log tail:\n%s", p.logTail(40))
-		}
-	})
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		select {
-		case <-p.done:
-			t.Fatalf("CCM exited during start-up:\n%s", p.logTail(40))
-		default:
-		}
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				p.startup = time.Since(start)
-				return p
-			}
-		}
-	}
-	t.Fatalf("CCM not healthy after 2m:\n%s", p.logTail(40))
-	return nil
-}
-
-// stat reads the CCM's CPU time and memory from /proc.
-func (p *ccmProcess) stat(t *testing.T) procStat {
-	pid := p.cmd.Process.Pid
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("reading the CCM's /proc stat: %v", err)
-	}
-	// Fields after the command name, which may contain spaces: state is
-	// field 3, utime 14 and stime 15 (in clock ticks of 1/100 s).
-	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	st := procStat{cpu: time.Duration(utime+stime) * 10 * time.Millisecond}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("reading the CCM's /proc status: %v", err)
-	}
-	for _, line := range strings.Split(string(status), "\n") {
-		name, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
-		switch name {
-		case "VmRSS":
-			st.rss = kb << 10
-		case "VmHWM":
-			st.hwm = kb << 10
-		}
-	}
-	return st
-}
-
-// stop reads the final figures and stops the CCM; it is safe to call
-// twice.
-func (p *ccmProcess) stop(t *testing.T) procStat {
-	select {
-	case <-p.done:
-		return procStat{}
-	default:
-	}
-	st := p.stat(t)
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-	return st
-}
-
-func (p *ccmProcess) logTail(lines int) string {
-	b, _ := os.ReadFile(p.logPath)
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

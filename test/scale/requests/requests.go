@@ -39,17 +39,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -71,6 +67,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
+	"github.com/wasmccm/wasmccm/test/scale/ccmproc"
 )
 
 // Impl names a cloud-controller-manager.
@@ -199,7 +196,7 @@ func Run(t *testing.T, o Options) *Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	apiserver := findAPIServer(c.Config.Host)
+	apiserver := ccmproc.FindAPIServer(c.Config.Host)
 
 	fake := hcloudfake.New(hcloudfake.Options{Token: token, RateLimit: o.RateLimit, EnforceRateLimit: o.RateLimit > 0})
 	srv := httptest.NewServer(fake.Handler())
@@ -222,8 +219,8 @@ func Run(t *testing.T, o Options) *Result {
 	}
 	args, env := ccmArgs(t, o, dir, kubeconfig, srv.URL)
 	w := newWatcher(t, client)
-	ccm := startCCM(t, o.Binary, dir, args, env)
-	t.Logf("%s, %d Nodes: CCM healthy after %s", o.Impl, o.Nodes, time.Since(ccm.started).Round(time.Millisecond))
+	ccm := ccmproc.Start(t, o.Binary, dir, args, env)
+	t.Logf("%s, %d Nodes: CCM healthy after %s", o.Impl, o.Nodes, time.Since(ccm.Started).Round(time.Millisecond))
 
 	cidrs := podCIDRs(t, o.Nodes)
 	start := time.Now()
@@ -254,7 +251,7 @@ func Run(t *testing.T, o Options) *Result {
 			forAll(t, o.Nodes, func(i int) error { return setPodCIDR(client, i, cidrs[i-1]) })
 			t.Logf("%s, %d Nodes: all initialized after %s; pod CIDRs given", o.Impl, o.Nodes, time.Since(start).Round(time.Second))
 		}
-		ccm.checkAlive(t)
+		ccm.CheckAlive(t)
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: %d of %d Nodes initialized (%d Ready, %d marked routed), %d routes", o.Timeout, n.initialized, o.Nodes, n.ready, n.routed, r)
 		}
@@ -273,7 +270,7 @@ func Run(t *testing.T, o Options) *Result {
 	}
 	// Two route periods more, for whatever the last reconcile started.
 	time.Sleep(2 * RoutePeriod)
-	res.Setup, res.SetupRequests = time.Since(ccm.started), fake.Requests()
+	res.Setup, res.SetupRequests = time.Since(ccm.Started), fake.Requests()
 	t.Logf("%s, %d Nodes: steady after %s and %d cloud requests; measuring for %s", o.Impl, o.Nodes,
 		res.Setup.Round(time.Second), sum(res.SetupRequests), o.Window)
 
@@ -291,24 +288,24 @@ func Run(t *testing.T, o Options) *Result {
 	}
 	// The window.
 	before := fake.Requests()
-	ccm0, api0 := procStat(ccm.cmd.Process.Pid), procStat(apiserver)
-	logOffset := fileSize(ccm.logPath)
+	ccm0, api0 := ccm.Stat(), ccmproc.ReadStat(apiserver)
+	logOffset := fileSize(ccm.LogPath)
 	windowStart := time.Now()
 	for end := windowStart.Add(o.Window); time.Now().Before(end); {
 		time.Sleep(min(time.Until(end), 30*time.Second))
-		ccm.checkAlive(t)
+		ccm.CheckAlive(t)
 		t.Logf("%s, %d Nodes: %s of %s, %d requests", o.Impl, o.Nodes, time.Since(windowStart).Round(time.Second), o.Window,
 			sum(diff(fake.Requests(), before)))
 	}
 	after := fake.Requests()
 	res.Window = time.Since(windowStart)
-	ccm1, api1 := procStat(ccm.cmd.Process.Pid), procStat(apiserver)
+	ccm1, api1 := ccm.Stat(), ccmproc.ReadStat(apiserver)
 	res.Requests = diff(after, before)
-	res.CCMCPU, res.CCMRSS = ccm1.cpu-ccm0.cpu, ccm1.rss
-	res.APIServerCPU, res.APIServerRSS = api1.cpu-api0.cpu, api1.rss
-	res.StatusPasses = passes(ccm.started, windowStart, windowStart.Add(res.Window))
+	res.CCMCPU, res.CCMRSS = ccm1.CPU-ccm0.CPU, ccm1.RSS
+	res.APIServerCPU, res.APIServerRSS = api1.CPU-api0.CPU, api1.RSS
+	res.StatusPasses = passes(ccm.Started, windowStart, windowStart.Add(res.Window))
 	var errorLines []string
-	res.ErrorLines, errorLines = errorsSince(ccm.logPath, logOffset)
+	res.ErrorLines, errorLines = errorsSince(ccm.LogPath, logOffset)
 	if len(errorLines) > 0 {
 		t.Logf("%s, %d Nodes: %d error lines in the CCM's log during the window; the first:\n%s", o.Impl, o.Nodes,
 			res.ErrorLines, strings.Join(errorLines, "\n"))
@@ -569,7 +566,7 @@ func (w *watcher) deletedCount() int {
 
 // createLoadBalancers creates o.Services Services of type LoadBalancer and
 // waits until each has an ingress address, returning how long that took.
-func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, deadline time.Time, ccm *ccmProcess, fake *hcloudfake.Cloud) time.Duration {
+func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, deadline time.Time, ccm *ccmproc.Process, fake *hcloudfake.Cloud) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
 	forAll(t, o.Services, func(i int) error {
@@ -598,7 +595,7 @@ func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, d
 				o.Services, took.Round(time.Second), sum(fake.Requests()), fake.Throttled())
 			return took
 		}
-		ccm.checkAlive(t)
+		ccm.CheckAlive(t)
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d load balancers ready when the setup's time ran out", ready, o.Services)
 		}
@@ -627,89 +624,6 @@ func (w *watcher) counts() (n struct{ initialized, ready, routed int }) {
 		}
 	}
 	return n
-}
-
-// ---- the CCM process ----
-
-type ccmProcess struct {
-	cmd     *exec.Cmd
-	logPath string
-	started time.Time
-	done    chan struct{}
-}
-
-func startCCM(t *testing.T, binary, dir string, args, env []string) *ccmProcess {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	p := &ccmProcess{logPath: filepath.Join(dir, "ccm.log"), done: make(chan struct{})}
-	logFile, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command(binary, append(args, fmt.Sprintf("--secure-port=%d", port))...)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	dieWithParent(p.cmd)
-	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.cmd.Wait(); logFile.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		p.stop()
-		if t.Failed() {
-			t.Logf("CCM log tail:\n%s", p.logTail(40))
-		}
-	})
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		p.checkAlive(t)
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-	}
-	t.Fatalf("CCM not healthy after 2m:\n%s", p.logTail(40))
-	return nil
-}
-
-func (p *ccmProcess) checkAlive(t *testing.T) {
-	select {
-	case <-p.done:
-		t.Fatalf("the CCM exited:\n%s", p.logTail(40))
-	default:
-	}
-}
-
-func (p *ccmProcess) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	p.cmd.Process.Signal(terminate)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.done
-	}
-}
-
-func (p *ccmProcess) logTail(lines int) string {
-	b, _ := os.ReadFile(p.logPath)
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }
 
 func fileSize(path string) int64 {

@@ -1,4 +1,4 @@
-package requests
+package ccmproc
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	"time"
 )
 
-// terminate asks the CCM to stop.
 var terminate = syscall.SIGTERM
 
 // dieWithParent has cmd killed when the test binary dies.
@@ -19,43 +18,45 @@ func dieWithParent(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
-type stat struct {
-	cpu time.Duration
-	rss int64
-}
-
-// procStat reads a process's user+system CPU time and resident set from
-// /proc; zero when pid is 0 or gone.
-func procStat(pid int) stat {
+// ReadStat reads a process's figures from /proc; zero when pid is 0 or
+// gone.
+func ReadStat(pid int) Stat {
 	if pid <= 0 {
-		return stat{}
+		return Stat{}
 	}
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return stat{}
+		return Stat{}
 	}
 	// Fields after the command name, which may contain spaces: utime is
 	// field 14 and stime 15, in clock ticks of 1/100 s.
 	fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 	if len(fields) < 13 {
-		return stat{}
+		return Stat{}
 	}
 	utime, _ := strconv.ParseInt(fields[11], 10, 64)
 	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	st := stat{cpu: time.Duration(utime+stime) * 10 * time.Millisecond}
+	st := Stat{CPU: time.Duration(utime+stime) * 10 * time.Millisecond}
 	status, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	for line := range strings.SplitSeq(string(status), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			st.rss = kb << 10
+		name, value, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		switch name {
+		case "VmRSS":
+			st.RSS = kb << 10
+		case "VmHWM":
+			st.HWM = kb << 10
 		}
 	}
 	return st
 }
 
-// findAPIServer returns the pid of the kube-apiserver serving host
+// FindAPIServer returns the pid of the kube-apiserver serving host
 // ("https://127.0.0.1:PORT"), 0 when none is found.
-func findAPIServer(host string) int {
+func FindAPIServer(host string) int {
 	i := strings.LastIndexByte(host, ':')
 	if i < 0 {
 		return 0

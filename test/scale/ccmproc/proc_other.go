@@ -1,0 +1,17 @@
+//go:build !linux
+
+package ccmproc
+
+import (
+	"os"
+	"os/exec"
+)
+
+var terminate = os.Interrupt
+
+func dieWithParent(*exec.Cmd) {}
+
+// ReadStat and FindAPIServer read /proc, which only Linux has.
+func ReadStat(int) Stat { return Stat{} }
+
+func FindAPIServer(string) int { return 0 }
