@@ -77,15 +77,16 @@ const (
 	DefaultMaxDeletionsPerHour = 5
 	// DefaultClusterName is cloud-provider's default --cluster-name.
 	DefaultClusterName = "kubernetes"
-	// minPeriod keeps a typo from sweeping the cloud every second.
-	minPeriod = 10 * time.Second
+	// minPeriod keeps a typo from listing the cloud in a tight loop;
+	// periods this short are for tests.
+	minPeriod = time.Second
 )
 
 // Config is the cloud-config's orphanSweep.
 type Config struct {
 	// Disabled turns the sweep off.
 	Disabled bool `json:"disabled,omitempty"`
-	// Period between sweeps (default 10m, at least 10s). An orphan is
+	// Period between sweeps (default 10m, at least 1s). An orphan is
 	// deleted at the second sweep that finds it, so between one and two
 	// periods after it appeared.
 	Period metav1.Duration `json:"period,omitempty"`

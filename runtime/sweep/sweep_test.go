@@ -390,8 +390,8 @@ func TestRefusal(t *testing.T) {
 			t.Errorf("Refusal(%+v, %q) = %q", tt.cfg, tt.cluster, Refusal(tt.cfg, tt.cluster))
 		}
 	}
-	if err := (Config{Period: metav1.Duration{Duration: time.Second}}).Validate(); err == nil {
-		t.Error("a 1s period was accepted")
+	if err := (Config{Period: metav1.Duration{Duration: time.Second / 2}}).Validate(); err == nil {
+		t.Error("a 500ms period was accepted")
 	}
 	if err := (Config{MaxDeletionsPerHour: -1}).Validate(); err == nil {
 		t.Error("a negative budget was accepted")
