@@ -91,6 +91,9 @@ func TestRejectedModules(t *testing.T) {
 			m.Funcs[funcIndex(m, abi.ExportInit)].Body = wt.Seq(wt.StoreBytes(3000, result),
 				wt.I64Const(int64(abi.PackResult(3000, uint32(len(result))))))
 		}), "module rejected its configuration: bad endpoint"},
+		{"optional export without its capability", abiModule(okEmpty, func(m *wt.Module) {
+			m.Funcs = append(m.Funcs, wt.Func{Export: abi.ExportListLoadBalancers, Params: method[0], Results: method[1], Body: okEmpty})
+		}), "export wasmccm_list_load_balancers needs capability LoadBalancer"},
 		{"start function never returns", abiModule(okEmpty, func(m *wt.Module) {
 			m.Funcs = append(m.Funcs, wt.Func{Export: "_initialize", Body: wt.LoopForever})
 		}), "start functions ran past 500ms"},
@@ -166,6 +169,51 @@ func TestHostileCalls(t *testing.T) {
 	}
 	if n := runtime.NumGoroutine(); n > baseline+2 {
 		t.Fatalf("goroutines: %d before, %d after", baseline, n)
+	}
+}
+
+// TestOptionalExport: a module without an optional export loads and is
+// never called for it; one with it (and the capability it needs) has it
+// listed in its Info.
+func TestOptionalExport(t *testing.T) {
+	lb := func(m *wt.Module) {
+		for _, c := range abi.Capabilities {
+			if c.Capability != abi.CapabilityLoadBalancer {
+				continue
+			}
+			for _, name := range c.Exports {
+				m.Funcs = append(m.Funcs, wt.Func{Export: name, Params: method[0], Results: method[1], Body: okEmpty})
+			}
+		}
+	}
+	without, err := New(context.Background(), abiModule(okEmpty, lb), Config{Name: "no-list", PoolSize: 1, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer without.Close(context.Background())
+	if without.Info().Exports(abi.ExportListLoadBalancers) || !without.Info().Supports(abi.CapabilityLoadBalancer) {
+		t.Fatalf("info %+v", without.Info())
+	}
+	in := abi.String("c")
+	if err := without.Call(context.Background(), abi.ExportListLoadBalancers, &in, &abi.OwnedLoadBalancers{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("calling an absent optional export: %v, want ErrUnsupported", err)
+	}
+	with, err := New(context.Background(), abiModule(okEmpty, func(m *wt.Module) {
+		lb(m)
+		// An empty list: status OK, count 0.
+		m.Funcs = append(m.Funcs, wt.Func{Export: abi.ExportListLoadBalancers, Params: method[0], Results: method[1],
+			Body: wt.Seq(wt.StoreBytes(3000, []byte{0, 0}), wt.I64Const(int64(abi.PackResult(3000, 2))))})
+	}), Config{Name: "list", PoolSize: 1, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer with.Close(context.Background())
+	if !with.Info().Exports(abi.ExportListLoadBalancers) {
+		t.Fatalf("info %+v lacks the optional export", with.Info())
+	}
+	var out abi.OwnedLoadBalancers
+	if err := with.Call(context.Background(), abi.ExportListLoadBalancers, &in, &out); err != nil || len(out) != 0 {
+		t.Fatalf("ListLoadBalancers = %v, %v", out, err)
 	}
 }
 
