@@ -146,41 +146,62 @@ func listComplete[T any](ctx context.Context, p *Provider, what, kind string, fi
 func listPages[T any](ctx context.Context, p *Provider, what, kind string, strict bool, filters []rest.Param) ([]T, error) {
 	var all []T
 	for page := 1; ; {
-		var body map[string]json.RawMessage
-		query := append([]rest.Param{{Name: "page", Value: strconv.Itoa(page)}, {Name: "per_page", Value: perPage}}, filters...)
-		if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/" + kind, Query: query, Into: &body}); err != nil {
+		items, next, total, err := listPage[T](ctx, p, what, kind, page, strict, filters)
+		if err != nil {
 			return nil, err
 		}
-		var items []T
-		if err := decodeKey(body, kind, &items); err != nil {
-			return nil, errors.New("hcloud: " + what + ": " + err.Error())
-		}
 		all = append(all, items...)
-		var meta struct {
-			Pagination *struct {
-				NextPage     int  `json:"next_page"`
-				TotalEntries *int `json:"total_entries"`
-			} `json:"pagination"`
-		}
-		if raw, ok := body["meta"]; ok {
-			if err := json.Unmarshal(raw, &meta); err != nil {
-				return nil, errors.New("hcloud: " + what + ": decoding \"meta\": " + err.Error())
-			}
-		}
-		if strict && (meta.Pagination == nil || meta.Pagination.TotalEntries == nil) {
-			return nil, errors.New("hcloud: " + what + ": the API's answer carries no pagination total, so the listing cannot be known complete")
-		}
-		if meta.Pagination == nil || meta.Pagination.NextPage <= page {
+		if next == 0 {
 			// A listing that ends short of the total it announced missed
 			// objects, which would then look deleted.
-			if pg := meta.Pagination; pg != nil && pg.TotalEntries != nil && *pg.TotalEntries != len(all) {
-				return nil, errors.New("hcloud: " + what + ": the API announced " + strconv.Itoa(*pg.TotalEntries) +
+			if total >= 0 && total != len(all) {
+				return nil, errors.New("hcloud: " + what + ": the API announced " + strconv.Itoa(total) +
 					" entries and listed " + strconv.Itoa(len(all)) + "; the listing is incomplete")
 			}
 			return all, nil
 		}
-		page = meta.Pagination.NextPage
+		page = next
 	}
+}
+
+// listPage fetches one page of /<kind> and returns its objects, the next
+// page's number (0 after the last) and the total of entries the API
+// announced (-1 when it announced none). strict requires the total.
+func listPage[T any](ctx context.Context, p *Provider, what, kind string, page int, strict bool, filters []rest.Param) (items []T, next, total int, err error) {
+	var body map[string]json.RawMessage
+	query := append([]rest.Param{{Name: "page", Value: strconv.Itoa(page)}, {Name: "per_page", Value: perPage}}, filters...)
+	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/" + kind, Query: query, Into: &body}); err != nil {
+		return nil, 0, 0, err
+	}
+	if err := decodeKey(body, kind, &items); err != nil {
+		return nil, 0, 0, errors.New("hcloud: " + what + ": " + err.Error())
+	}
+	var meta struct {
+		Pagination *struct {
+			NextPage     int  `json:"next_page"`
+			TotalEntries *int `json:"total_entries"`
+		} `json:"pagination"`
+	}
+	if raw, ok := body["meta"]; ok {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, 0, 0, errors.New("hcloud: " + what + ": decoding \"meta\": " + err.Error())
+		}
+	}
+	pg := meta.Pagination
+	if strict && (pg == nil || pg.TotalEntries == nil) {
+		return nil, 0, 0, errors.New("hcloud: " + what + ": the API's answer carries no pagination total, so the listing cannot be known complete")
+	}
+	total = -1
+	if pg == nil {
+		return items, 0, total, nil
+	}
+	if pg.TotalEntries != nil {
+		total = *pg.TotalEntries
+	}
+	if pg.NextPage <= page {
+		return items, 0, total, nil
+	}
+	return items, pg.NextPage, total, nil
 }
 
 // post sends an action-returning request (a body with "action") and

@@ -46,10 +46,11 @@ func (p *Provider) newServerSnapshot() cache.Snapshot {
 	return cache.Snapshot{Host: p.host, Prefix: "hcloud/servers", List: p.listServers}
 }
 
-// listServers lists every server, each kept in its reduced JSON, and
-// derives the gateway map of the configured network.
-func (p *Provider) listServers(ctx context.Context) (*cache.Listing, error) {
-	servers, err := listAll[server](ctx, p, "listing servers", "servers")
+// listServers lists one page of servers, each kept in its reduced JSON,
+// and derives that page's part of the gateway map of the configured
+// network.
+func (p *Provider) listServers(ctx context.Context, page int) (*cache.Page, error) {
+	servers, next, total, err := listPage[server](ctx, p, "listing servers", "servers", page, false, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +58,7 @@ func (p *Provider) listServers(ctx context.Context) (*cache.Listing, error) {
 	if err != nil {
 		return nil, err
 	}
-	listing := &cache.Listing{Items: make([]cache.Item, 0, len(servers))}
+	pg := &cache.Page{Items: make([]cache.Item, 0, len(servers)), Next: next, Total: total}
 	var gateways strings.Builder
 	for i := range servers {
 		s := &servers[i]
@@ -65,7 +66,7 @@ func (p *Provider) listServers(ctx context.Context) (*cache.Listing, error) {
 		if err != nil {
 			return nil, errors.New("hcloud: listing servers: encoding server " + strconv.FormatInt(s.ID, 10) + ": " + err.Error())
 		}
-		listing.Items = append(listing.Items, cache.Item{ID: strconv.FormatInt(s.ID, 10), Name: s.Name, Value: raw})
+		pg.Items = append(pg.Items, cache.Item{ID: strconv.FormatInt(s.ID, 10), Name: s.Name, Value: raw})
 		for _, pn := range s.PrivateNet {
 			if networkID != 0 && pn.Network == networkID {
 				gateways.WriteString(pn.IP + " " + s.Name + "\n")
@@ -73,9 +74,9 @@ func (p *Provider) listServers(ctx context.Context) (*cache.Listing, error) {
 		}
 	}
 	if networkID != 0 {
-		listing.Derived = map[string][]byte{gatewaysKey: []byte(gateways.String())}
+		pg.Derived = map[string][]byte{gatewaysKey: []byte(gateways.String())}
 	}
-	return listing, nil
+	return pg, nil
 }
 
 func decodeServer(raw []byte) (*server, error) {
@@ -135,11 +136,11 @@ func (p *Provider) serverByName(ctx context.Context, name string, maxAge time.Du
 // names, from a snapshot at most maxAge old.
 func (p *Provider) gateways(ctx context.Context, maxAge time.Duration) (map[string]string, error) {
 	if p.serverMaxAge == 0 {
-		listing, err := p.listServers(ctx)
+		all, err := cache.Collect(ctx, p.listServers)
 		if err != nil {
 			return nil, err
 		}
-		return parseGateways(listing.Derived[gatewaysKey]), nil
+		return parseGateways(all.Derived[gatewaysKey]), nil
 	}
 	raw, err := p.servers.Derived(ctx, gatewaysKey, maxAge)
 	if errors.Is(err, cache.ErrNotListed) {

@@ -155,3 +155,34 @@ func TestRouteListingSnapshotAge(t *testing.T) {
 		t.Errorf("an instance lookup past serverCacheMaxAge made %d listings, want 1", n)
 	}
 }
+
+// TestServerListingResumes: a listing that fails on its second page (a
+// throttled call, say) resumes there at the next lookup, so the first
+// page is not read, nor the cloud's quota spent, twice.
+func TestServerListingResumes(t *testing.T) {
+	e := newEnv(t, `{"network": "k8s"}`, hcloudfake.Options{})
+	for i := range 60 { // two pages of 50
+		if _, err := e.cloud.AddServer(hcloudfake.Server{Name: "extra-" + strconv.Itoa(i), Network: e.network.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.cloud.Faults.Add(faultinject.Fault{Name: "page2", Method: "GET", PathPrefix: "/v1/servers", Query: "page=2", FailNext: 1, Status: 429, RetryAfter: 1}); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.p.InstanceMetadata(ctx, e.node("a")); err == nil {
+		t.Fatal("a lookup answered from a listing that failed on page 2")
+	}
+	if _, err := e.p.InstanceMetadata(ctx, e.node("a")); err != nil {
+		t.Fatal(err)
+	}
+	// The fake counts what its fault injector let through: page 1 once
+	// and page 2 once; without resuming, page 1 twice.
+	if n := e.cloud.Requests()["GET /v1/servers"]; n != 2 {
+		t.Errorf("%d page requests served, want 2", n)
+	}
+	byIP, err := e.p.gateways(ctx, time.Hour)
+	if err != nil || len(byIP) != 63 {
+		t.Errorf("gateways of the resumed listing: %d, %v; want 63", len(byIP), err)
+	}
+}

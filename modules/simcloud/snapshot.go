@@ -22,7 +22,8 @@ func (p *Provider) newInstanceSnapshot() cache.Snapshot {
 	return cache.Snapshot{Host: p.host, Prefix: "simcloud/instances", List: p.snapshotInstances}
 }
 
-func (p *Provider) snapshotInstances(ctx context.Context) (*cache.Listing, error) {
+// snapshotInstances lists every instance: the API has one page.
+func (p *Provider) snapshotInstances(ctx context.Context, _ int) (*cache.Page, error) {
 	list, err := p.listInstances(ctx, "listing instances")
 	if err != nil {
 		return nil, err
@@ -32,12 +33,12 @@ func (p *Provider) snapshotInstances(ctx context.Context) (*cache.Listing, error
 	if list == nil {
 		return nil, errors.New("simcloud: listing instances: GET /v1/instances: the cloud answered 200 without a list")
 	}
-	listing := &cache.Listing{Items: make([]cache.Item, 0, len(list))}
+	page := &cache.Page{Items: make([]cache.Item, 0, len(list)), Total: -1}
 	for i := range list {
 		in := &list[i]
-		listing.Items = append(listing.Items, cache.Item{ID: in.ID, Name: in.Name, Value: appendInstance(nil, in)})
+		page.Items = append(page.Items, cache.Item{ID: in.ID, Name: in.Name, Value: appendInstance(nil, in)})
 	}
-	return listing, nil
+	return page, nil
 }
 
 // appendInstance encodes in as the API does, for the snapshot.

@@ -21,7 +21,9 @@ package cache
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmccm/wasmccm/modules/sdk"
@@ -53,13 +55,69 @@ type Item struct {
 	Value    []byte
 }
 
-// Listing is the result of one complete listing.
-type Listing struct {
+// Page is one page of a listing.
+type Page struct {
 	Items []Item
-	// Derived are values computed from the same listing that a provider
-	// reads whole, such as a map of private addresses to server names;
-	// Snapshot.Derived returns them.
+	// Derived are values computed from the listing that a provider reads
+	// whole, such as a map of private addresses to server names: each
+	// page's are appended to the same keys' of the pages before, and
+	// Snapshot.Derived returns the whole listing's.
 	Derived map[string][]byte
+	// Next is the number of the page to ask for next; 0 after the last.
+	Next int
+	// Total is how many items the cloud announced for the whole listing,
+	// or -1 when it announces none. The last page's is checked against
+	// the items listed: a listing that ends short is an error, because
+	// what it lacks would look absent.
+	Total int
+}
+
+// ListFunc fetches one page of a listing; the first is page 1. It
+// returns an error rather than a page it could not read whole.
+type ListFunc func(ctx context.Context, page int) (*Page, error)
+
+// Collect reads every page of list in one go and returns them as one
+// page, keeping nothing: for a provider whose snapshot is switched off.
+func Collect(ctx context.Context, list ListFunc) (*Page, error) {
+	all := &Page{Derived: map[string][]byte{}}
+	err := readPages(ctx, list, 1, 0, func(pg *Page, _ int) error {
+		all.Items = append(all.Items, pg.Items...)
+		for k, v := range pg.Derived {
+			all.Derived[k] = append(all.Derived[k], v...)
+		}
+		return nil
+	})
+	return all, err
+}
+
+// readPages reads list from page first on, with listed items already
+// read before it, handing each page to keep; the last page's Total must
+// match the items read.
+func readPages(ctx context.Context, list ListFunc, first, listed int, keep func(pg *Page, next int) error) error {
+	for page := first; ; {
+		pg, err := list(ctx, page)
+		if err != nil {
+			return err
+		}
+		if pg == nil {
+			return errors.New("cache: the listing returned no page " + strconv.Itoa(page))
+		}
+		listed += len(pg.Items)
+		if pg.Next != 0 && pg.Next <= page {
+			return errors.New("cache: page " + strconv.Itoa(page) + " of the listing names page " + strconv.Itoa(pg.Next) + " as the next")
+		}
+		if pg.Next == 0 && pg.Total >= 0 && pg.Total != listed {
+			return errors.New("cache: the cloud announced " + strconv.Itoa(pg.Total) + " items and listed " +
+				strconv.Itoa(listed) + "; the listing is incomplete")
+		}
+		if err := keep(pg, listed); err != nil {
+			return err
+		}
+		if pg.Next == 0 {
+			return nil
+		}
+		page = pg.Next
+	}
 }
 
 // Snapshot serves lookups from the newest complete listing of one kind of
@@ -68,15 +126,28 @@ type Listing struct {
 // Prefix/id/ID, each name under Prefix/name/NAME, each derived value under
 // Prefix/derived/KEY, all stamped with the generation, so a lookup never
 // mixes two listings.
+//
+// A listing of many pages may not fit in one call: under a rate budget
+// shared with other calls (http.rateLimits), 20 pages can take longer
+// than a call's deadline. So each page is kept as it arrives, with the
+// listing's progress under Prefix/listing, and the next call to need
+// the snapshot resumes where the last one stopped, as long as it stopped
+// at most ResumeWithin ago. Without that, every attempt would spend the
+// same first pages of the cloud's quota again and the listing might never
+// end. The cost: a listing's items may be as old as the listing took.
 type Snapshot struct {
 	Host sdk.Host
 	// Prefix names the snapshot, e.g. "servers".
 	Prefix string
-	// List fetches every object. It must return an error rather than a
-	// partial listing: what a listing lacks is what the provider will ask
-	// the cloud about directly.
-	List func(ctx context.Context) (*Listing, error)
+	// List fetches one page of the listing.
+	List ListFunc
+	// ResumeWithin is how long an interrupted listing may wait for a
+	// call to resume it before it starts over; one minute when zero.
+	ResumeWithin time.Duration
 }
+
+// defaultResumeWithin is Snapshot.ResumeWithin's default.
+const defaultResumeWithin = time.Minute
 
 // ErrNotListed reports an object that the snapshot does not hold: it may
 // exist all the same. Confirm with a direct read.
@@ -92,30 +163,99 @@ func (s *Snapshot) generation(ctx context.Context, maxAge time.Duration) (string
 	return string(gen), err
 }
 
+// progress is an unfinished listing: its generation, the next page, the
+// items listed so far, and the derived keys accumulated under
+// Prefix/listing/derived/KEY.
+type progress struct {
+	gen          string
+	next, listed int
+	derived      []string
+}
+
+func (p progress) encode() []byte {
+	return []byte(strings.Join(append([]string{p.gen, strconv.Itoa(p.next), strconv.Itoa(p.listed)}, p.derived...), "\x00"))
+}
+
+func decodeProgress(v []byte) (progress, bool) {
+	f := strings.Split(string(v), "\x00")
+	if len(f) < 3 {
+		return progress{}, false
+	}
+	next, err1 := strconv.Atoi(f[1])
+	listed, err2 := strconv.Atoi(f[2])
+	if f[0] == "" || err1 != nil || err2 != nil || next < 1 {
+		return progress{}, false
+	}
+	return progress{gen: f[0], next: next, listed: listed, derived: f[3:]}, true
+}
+
+// fill lists, resuming an interrupted listing, and returns the new
+// generation once the last page is kept. It runs only while holding the
+// claim on Prefix, so one instance at a time writes the progress.
 func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
-	listing, err := s.List(ctx)
+	progressKey := s.Prefix + "/listing"
+	p, ok := progress{}, false
+	if v, found := s.Host.StateGet(progressKey, orDefault(s.ResumeWithin, defaultResumeWithin), false); found {
+		p, ok = decodeProgress(v)
+	}
+	if !ok {
+		p = progress{gen: strconv.FormatInt(time.Now().UnixNano(), 36), next: 1}
+	}
+	buf := make([]byte, 0, 512)
+	stamp := func(v []byte) []byte { return append(append(append(buf[:0], p.gen...), 0), v...) }
+	keep := func(key string, v []byte) error {
+		if err := s.Host.StateSet(key, v); err != nil {
+			return errors.New("cache: keeping " + key + ": " + err.Error())
+		}
+		return nil
+	}
+	accumulated := func(key string) []byte {
+		v, _ := s.entry(progressKey+"/derived/"+key, p.gen)
+		return v
+	}
+	err := readPages(ctx, s.List, p.next, p.listed, func(pg *Page, listed int) error {
+		for _, it := range pg.Items {
+			if err := keep(s.Prefix+"/id/"+it.ID, stamp(it.Value)); err != nil {
+				return err
+			}
+			if it.Name != "" {
+				if err := keep(s.Prefix+"/name/"+it.Name, stamp([]byte(it.ID))); err != nil {
+					return err
+				}
+			}
+		}
+		for key, v := range pg.Derived {
+			if !slices.Contains(p.derived, key) {
+				p.derived = append(p.derived, key)
+			}
+			if err := keep(progressKey+"/derived/"+key, stamp(append(accumulated(key), v...))); err != nil {
+				return err
+			}
+		}
+		p.next, p.listed = pg.Next, listed
+		if pg.Next == 0 {
+			return nil
+		}
+		return keep(progressKey, p.encode())
+	})
 	if err != nil {
 		return nil, err
 	}
-	gen := strconv.FormatInt(time.Now().UnixNano(), 36)
-	buf := make([]byte, 0, 512)
-	stamp := func(v []byte) []byte { return append(append(append(buf[:0], gen...), 0), v...) }
-	for _, it := range listing.Items {
-		if err := s.Host.StateSet(s.Prefix+"/id/"+it.ID, stamp(it.Value)); err != nil {
-			return nil, errors.New("cache: keeping " + s.Prefix + " " + it.ID + ": " + err.Error())
+	for _, key := range p.derived {
+		if err := keep(s.Prefix+"/derived/"+key, stamp(accumulated(key))); err != nil {
+			return nil, err
 		}
-		if it.Name != "" {
-			if err := s.Host.StateSet(s.Prefix+"/name/"+it.Name, stamp([]byte(it.ID))); err != nil {
-				return nil, errors.New("cache: keeping " + s.Prefix + " " + it.Name + ": " + err.Error())
-			}
-		}
+		s.Host.StateDelete(progressKey + "/derived/" + key)
 	}
-	for key, v := range listing.Derived {
-		if err := s.Host.StateSet(s.Prefix+"/derived/"+key, stamp(v)); err != nil {
-			return nil, errors.New("cache: keeping " + s.Prefix + " " + key + ": " + err.Error())
-		}
+	s.Host.StateDelete(progressKey)
+	return []byte(p.gen), nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
 	}
-	return []byte(gen), nil
+	return d
 }
 
 // entry reads key and returns its value when it belongs to generation gen.
@@ -169,6 +309,9 @@ func (s *Snapshot) Derived(ctx context.Context, key string, maxAge time.Duration
 	return nil, ErrNotListed
 }
 
-// Invalidate drops the listing, after a write that changes what it holds:
-// the next lookup lists again.
-func (s *Snapshot) Invalidate() { s.Host.StateDelete(s.Prefix) }
+// Invalidate drops the listing, and any listing under way, after a write
+// that changes what it holds: the next lookup lists again from the start.
+func (s *Snapshot) Invalidate() {
+	s.Host.StateDelete(s.Prefix)
+	s.Host.StateDelete(s.Prefix + "/listing")
+}

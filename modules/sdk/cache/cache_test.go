@@ -3,6 +3,9 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"maps"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,15 +36,20 @@ func TestOnce(t *testing.T) {
 	}
 }
 
+// onePage lists items as a single page with their count as derived value.
+func onePage(items *[]cache.Item, listings *int) cache.ListFunc {
+	return func(context.Context, int) (*cache.Page, error) {
+		*listings++
+		return &cache.Page{Items: *items, Derived: map[string][]byte{"count": {byte('0' + len(*items))}}, Total: len(*items)}, nil
+	}
+}
+
 func TestSnapshot(t *testing.T) {
 	ctx := context.Background()
 	h := &native.Host{}
 	listings := 0
 	servers := []cache.Item{{ID: "1", Name: "a", Value: []byte(`{"id":1}`)}, {ID: "2", Name: "b", Value: []byte(`{"id":2}`)}}
-	s := cache.Snapshot{Host: h, Prefix: "servers", List: func(context.Context) (*cache.Listing, error) {
-		listings++
-		return &cache.Listing{Items: servers, Derived: map[string][]byte{"count": {byte('0' + len(servers))}}}, nil
-	}}
+	s := cache.Snapshot{Host: h, Prefix: "servers", List: onePage(&servers, &listings)}
 	if v, err := s.ByID(ctx, "1", time.Hour); err != nil || string(v) != `{"id":1}` {
 		t.Fatalf("ByID = %q, %v", v, err)
 	}
@@ -67,9 +75,94 @@ func TestSnapshot(t *testing.T) {
 	if listings != 2 {
 		t.Errorf("%d listings, want 2", listings)
 	}
-	s.List = func(context.Context) (*cache.Listing, error) { return nil, errors.New("page 2: 500") }
+	s.List = func(context.Context, int) (*cache.Page, error) { return nil, errors.New("page 2: 500") }
 	s.Invalidate()
 	if _, err := s.ByID(ctx, "1", time.Hour); err == nil || errors.Is(err, cache.ErrNotListed) {
 		t.Errorf("failed listing: %v, want its error", err)
+	}
+}
+
+// pagedCloud lists three pages of two servers, failing each page listed
+// in fail once, and announcing total.
+type pagedCloud struct {
+	fetched map[int]int
+	fail    map[int]bool
+	total   int
+}
+
+func (c *pagedCloud) list(_ context.Context, page int) (*cache.Page, error) {
+	c.fetched[page]++
+	if c.fail[page] {
+		delete(c.fail, page)
+		return nil, errors.New("429 for page " + strconv.Itoa(page))
+	}
+	pg := &cache.Page{Total: c.total, Derived: map[string][]byte{"ids": {}}}
+	for i := 2*page - 1; i <= 2*page; i++ {
+		id := strconv.Itoa(i)
+		pg.Items = append(pg.Items, cache.Item{ID: id, Name: "s" + id, Value: []byte(id)})
+		pg.Derived["ids"] = append(pg.Derived["ids"], id+" "...)
+	}
+	if page < 3 {
+		pg.Next = page + 1
+	}
+	return pg, nil
+}
+
+// TestSnapshotResumesListing: a listing interrupted on a page resumes
+// there at the next lookup instead of reading its first pages again, and
+// starts over once it waited longer than ResumeWithin.
+func TestSnapshotResumesListing(t *testing.T) {
+	ctx := context.Background()
+	cloud := &pagedCloud{fetched: map[int]int{}, fail: map[int]bool{3: true}, total: 6}
+	s := cache.Snapshot{Host: &native.Host{}, Prefix: "servers", List: cloud.list}
+	if _, err := s.ByID(ctx, "1", time.Hour); err == nil {
+		t.Fatal("a listing that failed on page 3 answered a lookup")
+	}
+	if v, err := s.ByName(ctx, "s6", time.Hour); err != nil || string(v) != "6" {
+		t.Fatalf("ByName after the resumed listing = %q, %v", v, err)
+	}
+	if v, err := s.ByID(ctx, "1", time.Hour); err != nil || string(v) != "1" {
+		t.Errorf("an item of the interrupted call's pages = %q, %v", v, err)
+	}
+	if want := map[int]int{1: 1, 2: 1, 3: 2}; !maps.Equal(cloud.fetched, want) {
+		t.Errorf("pages fetched %v, want %v (pages 1 and 2 once)", cloud.fetched, want)
+	}
+	if v, err := s.Derived(ctx, "ids", time.Hour); err != nil || string(v) != "1 2 3 4 5 6 " {
+		t.Errorf("Derived over the resumed listing = %q, %v", v, err)
+	}
+
+	// Interrupted longer ago than ResumeWithin: listed from page 1 again.
+	cloud.fetched, cloud.fail = map[int]int{}, map[int]bool{2: true}
+	s.ResumeWithin = time.Millisecond
+	s.Invalidate()
+	if _, err := s.ByID(ctx, "1", time.Hour); err == nil {
+		t.Fatal("a listing that failed on page 2 answered a lookup")
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := s.ByID(ctx, "1", time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int]int{1: 2, 2: 2, 3: 1}; !maps.Equal(cloud.fetched, want) {
+		t.Errorf("pages fetched %v, want %v (started over)", cloud.fetched, want)
+	}
+}
+
+// TestListingShortOfTotal: a listing whose pages hold fewer items than
+// the cloud announced is an error, resumed or not, and so is Collect's.
+func TestListingShortOfTotal(t *testing.T) {
+	ctx := context.Background()
+	cloud := &pagedCloud{fetched: map[int]int{}, fail: map[int]bool{2: true}, total: 7}
+	s := cache.Snapshot{Host: &native.Host{}, Prefix: "servers", List: cloud.list}
+	s.ByID(ctx, "1", time.Hour) // interrupted on page 2
+	if _, err := s.ByID(ctx, "1", time.Hour); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("resumed listing of 6 items announced as 7: %v, want an error", err)
+	}
+	if _, err := cache.Collect(ctx, cloud.list); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("Collect of 6 items announced as 7: %v, want an error", err)
+	}
+	cloud.total = 6
+	all, err := cache.Collect(ctx, cloud.list)
+	if err != nil || len(all.Items) != 6 || string(all.Derived["ids"]) != "1 2 3 4 5 6 " {
+		t.Errorf("Collect = %+v, %v", all, err)
 	}
 }
