@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 )
@@ -32,8 +33,9 @@ const (
 // alone a load balancer whose Service exists, one adopted by a Service
 // recreated under the same name (hcloud names it by annotation, so the
 // recreated Service resolves to the old load balancer, which carries the
-// old UID until the adoption relabels it), a second cluster's, and one
-// labelled by the official CCM (no cluster label).
+// old UID until the adoption relabels it; the relabel is made to fail for
+// three sweeps), a second cluster's, and one labelled by the official CCM
+// (no cluster label).
 func TestOrphanSweep(t *testing.T) {
 	t.Setenv("POD_NAMESPACE", podNamespace)
 	t.Setenv("POD_NAME", podName)
@@ -55,6 +57,12 @@ func TestOrphanSweep(t *testing.T) {
 	e.addServerAndNode("orphan-node", "fsn1", "10.244.90.0/24")
 	e.waitInitialized(t, "orphan-node")
 
+	waitIngress := func(name string) {
+		eventually(t, 60*time.Second, "load balancer of Service "+name, func() (bool, error) {
+			s, err := e.client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+			return err == nil && len(s.Status.LoadBalancer.Ingress) > 0, err
+		})
+	}
 	lbService := func(name string, annotations map[string]string) *v1.Service {
 		svc, err := e.client.CoreV1().Services("default").Create(ctx, &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Annotations: annotations},
@@ -64,10 +72,6 @@ func TestOrphanSweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 60*time.Second, "load balancer of Service "+name, func() (bool, error) {
-			s, err := e.client.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
-			return err == nil && len(s.Status.LoadBalancer.Ingress) > 0, err
-		})
 		return svc
 	}
 	addLB := func(name string, labels map[string]string) schema.LoadBalancer {
@@ -78,19 +82,43 @@ func TestOrphanSweep(t *testing.T) {
 		return lb
 	}
 
+	exists := func(id int64) (schema.LoadBalancer, bool) {
+		for _, lb := range fake.LoadBalancers() {
+			if lb.ID == id {
+				return lb, true
+			}
+		}
+		return schema.LoadBalancer{}, false
+	}
+
 	// A Service with its load balancer.
 	live := lbService("live", nil)
+	waitIngress("live")
 	liveLB, ok := e.loadBalancer(string(live.UID))
 	if !ok {
 		t.Fatal("no load balancer for Service live")
 	}
 
 	// A Service recreated under the same name: the old load balancer,
-	// named by annotation, is still labelled with the old UID when the
-	// new Service appears.
+	// named by annotation, still carries the old UID when the new Service
+	// appears, and keeps it while the relabelling fails (the API refuses
+	// updates with 429 for three sweeps): only the name check protects it
+	// then.
 	adopted := addLB("keep-me", map[string]string{hcloudServiceUIDLabel: "00000000-0000-4000-8000-0000000000aa", hcloudClusterLabel: "e2e"})
 	time.Sleep(3 * time.Second) // a sweep finds it orphaned first
+	if _, err := fake.Faults.Add(faultinject.Fault{Name: "no-relabel", Method: "PUT", PathPrefix: "/v1/load_balancers/", Status: 429, RetryAfter: 1, Always: true}); err != nil {
+		t.Fatal(err)
+	}
 	web := lbService("web", map[string]string{"load-balancer.hetzner.cloud/name": "keep-me"})
+	time.Sleep(6 * time.Second)
+	if lb, ok := exists(adopted.ID); !ok || lb.Labels[hcloudServiceUIDLabel] == string(web.UID) {
+		t.Fatalf("while the relabel fails: load balancer present %v, labels %v", ok, lb.Labels)
+	}
+	if spared := metricValue(e.ccm.metrics(t, e.dir), "wasmccm_orphan_sweep_deletions_total", `result="spared"`); spared == 0 {
+		t.Error("no sweep spared the load balancer the recreated Service resolves to by name")
+	}
+	fake.Faults.Remove("no-relabel")
+	waitIngress("web")
 
 	// Another cluster's, and one of the official CCM's (no cluster label),
 	// with UIDs no Service here has.
@@ -112,14 +140,6 @@ func TestOrphanSweep(t *testing.T) {
 	lateName := ("a" + strings.ReplaceAll(string(gone.UID), "-", ""))[:32]
 	late := addLB(lateName, map[string]string{hcloudServiceUIDLabel: string(gone.UID), hcloudClusterLabel: "e2e"})
 	start := time.Now()
-	exists := func(id int64) (schema.LoadBalancer, bool) {
-		for _, lb := range fake.LoadBalancers() {
-			if lb.ID == id {
-				return lb, true
-			}
-		}
-		return schema.LoadBalancer{}, false
-	}
 	eventually(t, 30*time.Second, "the orphaned load balancer deleted", func() (bool, error) {
 		_, ok := exists(late.ID)
 		return !ok, nil
