@@ -5,7 +5,7 @@
 //	wasmccm init [-module PATH] NAME
 //	wasmccm validate MODULE
 //	wasmccm call [-config CLOUD-CONFIG] [-input FILE] [-trace] MODULE METHOD
-//	wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] MODULE
+//	wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] [-rate N] MODULE
 //	wasmccm methods
 //	wasmccm push [-docker-config FILE] MODULE REF
 //	wasmccm pull [-docker-config FILE] [-allow-tags] [-o FILE] REF
@@ -33,7 +33,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
 
 const usage = `usage:
   wasmccm init [-module PATH] NAME                         scaffold a provider module in ./NAME
-  wasmccm test [-config FILE] [-spec FILE] [-junit FILE] MODULE  conformance suite with fault injection
+  wasmccm test [-config FILE] [-spec FILE] [-junit FILE] [-rate N] MODULE  conformance suite with fault injection
   wasmccm validate MODULE                                  check a module against ABI v%d
   wasmccm call [-config FILE] [-input FILE|-] [-trace] MODULE METHOD  call one method; input and output are JSON
   wasmccm methods                                          list the methods and their exports
@@ -46,8 +46,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, usage, abi.Version)
 		return 2
 	}
+	if len(args) > 1 && isHelp(args[1]) && (args[0] == "validate" || args[0] == "methods") {
+		fmt.Fprintf(stdout, usage, abi.Version)
+		return 0
+	}
 	var err error
 	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		fmt.Fprintf(stdout, usage, abi.Version)
+		return 0
 	case "init":
 		err = initCommand(args[1:], stdout)
 	case "validate":
@@ -68,11 +75,18 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, usage, abi.Version)
 		return 2
 	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // the flag set printed its usage
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "wasmccm:", err)
 		return 1
 	}
 	return 0
+}
+
+func isHelp(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help"
 }
 
 func validate(args []string, stdout, stderr io.Writer) int {

@@ -23,14 +23,22 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "cloud-config YAML: the module's HTTP origins, credentials and providerConfig")
 	specPath := fs.String("spec", "", "test-spec YAML: the nodes to check and the test load balancer")
 	junitPath := fs.String("junit", "", "also write the report as JUnit XML to this file")
+	rate := fs.Float64("rate", conformance.DefaultRate, "requests per second sent to the cloud, 0 for no pacing; the cloud's own 429s are waited out with their Retry-After and never scored")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] [-rate N] MODULE")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "wasmccm test: want exactly one MODULE")
 		return 2
 	}
-	report, err := runConformance(*configPath, *specPath, fs.Arg(0))
+	report, err := runConformance(*configPath, *specPath, fs.Arg(0), *rate)
 	if err != nil {
 		fmt.Fprintln(stderr, "wasmccm test:", err)
 		return 1
@@ -51,7 +59,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runConformance(configPath, specPath, modulePath string) (*conformance.Report, error) {
+func runConformance(configPath, specPath, modulePath string, rate float64) (*conformance.Report, error) {
 	cfg, err := loadConfig(configPath, modulePath)
 	if err != nil {
 		return nil, err
@@ -70,9 +78,18 @@ func runConformance(configPath, specPath, modulePath string) (*conformance.Repor
 	if err != nil {
 		return nil, err
 	}
+	if lc := spec.LimitedCredentials; lc != nil {
+		limited := cfg.Credentials
+		limited.Dir = lc.Dir
+		more, err := moduleSecrets(limited)
+		if err != nil {
+			return nil, err
+		}
+		secrets = append(secrets, more...)
+	}
 	name := filepath.Base(modulePath)
 	return conformance.Run(context.Background(), conformance.Options{
-		Name: name, Wasm: wasm, Host: cfg.HostConfig(name), Spec: spec, Secrets: secrets,
+		Name: name, Wasm: wasm, Host: cfg.HostConfig(name), Spec: spec, Secrets: secrets, Rate: rate,
 	})
 }
 

@@ -28,13 +28,16 @@ func simcloudEnv(t *testing.T, extra, creds string) (config, spec string) {
 			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.1"}}},
 		{ID: "i-0002", Name: "node-2", Zone: "zone-b", Region: "region-1", Type: "small", State: simcloud.StateRunning,
 			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.2"}}},
+		{ID: "i-0003", Name: "node-3", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateStopped},
 	}})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`"`+extra+`}`, creds, `nodes:
-- {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1}
+- {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1, shutdown: false}
 - {name: node-2, exists: true}
+- {name: node-3, providerID: "simcloud://i-0003", exists: true, lookupByName: true, shutdown: true}
 - {name: deleted, providerID: "simcloud://i-0099", exists: false}
+- {name: foreign, providerID: "aws:///eu-west-1a/i-0123", expectError: Error}
 `)
 }
 
@@ -49,15 +52,25 @@ func hcloudEnv(t *testing.T) (config, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A page of other servers first, so that the Nodes' servers are on
+	// page 2 of a listing, and faults on page 2 are injected.
+	for i := range 50 {
+		if _, err := cloud.AddServer(hcloudfake.Server{Name: fmt.Sprintf("other-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	spec = "nodes:\n"
-	for _, s := range []hcloudfake.Server{{Name: "node-1", Location: "fsn1", Network: network.ID}, {Name: "node-2", Location: "nbg1", Network: network.ID}} {
+	for _, s := range []hcloudfake.Server{{Name: "node-1", Location: "fsn1", Network: network.ID}, {Name: "node-2", Location: "nbg1", Network: network.ID},
+		{Name: "node-3", Location: "fsn1", Network: network.ID, Status: "off"}} {
 		got, err := cloud.AddServer(s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec += fmt.Sprintf("- {name: %s, providerID: \"hcloud://%d\", exists: true, region: %s}\n", s.Name, got.ID, s.Location)
+		spec += fmt.Sprintf("- {name: %s, providerID: \"hcloud://%d\", exists: true, region: %s, lookupByName: true, shutdown: %v, addresses: [{type: InternalIP, address: %s}]}\n",
+			s.Name, got.ID, s.Location, s.Status == "off", got.PrivateNet[0].IP)
 	}
 	spec += "- {name: deleted, providerID: \"hcloud://999999\", exists: false}\n"
+	spec += "- {name: foreign, providerID: \"aws:///eu-west-1a/i-0123\", expectError: Error}\n"
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, "", spec)
 }
 
@@ -76,12 +89,27 @@ func conformanceFiles(t *testing.T, origin, providerConfig, creds, specYAML stri
 	}
 	os.Mkdir(filepath.Join(dir, "credentials"), 0o700)
 	write("credentials/token", simToken+"\n")
-	config = write("cloud-config.yaml", `module: {path: unused.wasm}
+	config = write("cloud-config.yaml", `module: {path: unused.wasm, compilationCacheDir: `+compilationCache+`}
 http: {allowedOrigins: ["`+origin+`"]}
 credentials: {dir: `+filepath.Join(dir, "credentials")+`, auth: [{name: token, origins: ["`+origin+`"], bearer: {key: token}}]`+creds+`}
 providerConfig: `+providerConfig+`
 `)
 	return config, write("test-spec.yaml", specYAML)
+}
+
+// compilationCache is shared by the package's runs, so that each module
+// is compiled once, not once per run.
+var compilationCache string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "wasmccm-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	compilationCache = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func buildModule(t *testing.T, dir string, tc wasmbuild.Toolchain) string {
@@ -113,7 +141,7 @@ func TestConformancePasses(t *testing.T) {
 			t.Run(m.name+"/"+string(tc), func(t *testing.T) {
 				config, spec := m.env(t)
 				junit := filepath.Join(t.TempDir(), "report.xml")
-				code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, buildModule(t, "../../modules/"+m.name+"/module", tc))
+				code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, buildModule(t, "../../modules/"+m.name+"/module", tc))
 				if code != 0 || !strings.HasSuffix(out, "PASS\n") {
 					t.Fatalf("exit %d\n%s%s", code, out, errOut)
 				}
@@ -162,6 +190,15 @@ func TestConformanceBrokenModules(t *testing.T) {
 		{"duplicate-lb", conformance.RuleLBIdempotent, "sent create-like requests (POST /v1/loadbalancers): a duplicate"},
 		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]"},
 		{"gone-from-kept", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call"},
+		{"gone-on-403", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 403 (request 1 of 1)\n     InstanceExists answered false"},
+		{"second-request", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 2 of 2)\n     InstanceExists answered false"},
+		{"shutdown-on-error", conformance.RuleNeverShutdownOnDoubt, "InstanceShutdown answered true, which taints the Node as shut down"},
+		{"notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceMetadata(node-1) under 500 (request 1 of 1)\n     InstanceMetadata answered NotFound"},
+		{"zone-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "GetZoneByProviderID(node-1) under 500 (request 1 of 1)\n     GetZoneByProviderID answered NotFound"},
+		{"lb-gone-on-error", conformance.RuleNeverGoneOnDoubt, "GetLoadBalancer answered exists=false for a load balancer that exists"},
+		{"lb-delete-unconfirmed", conformance.RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete"},
+		{"routes-partial", conformance.RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for 10.244.250.0/24"},
+		{"route-delete-unconfirmed", conformance.RuleRouteDeleteConfirmed, "DeleteRoute reported success, though the cloud never confirmed a delete"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {
@@ -172,7 +209,7 @@ func TestConformanceBrokenModules(t *testing.T) {
 			}
 			config, spec := simcloudEnv(t, `, bug: `+tt.bug, creds)
 			junit := filepath.Join(t.TempDir(), "report.xml")
-			code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, "-junit", junit, broken)
+			code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, broken)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 			}
@@ -201,7 +238,7 @@ func TestConformanceBrokenModules(t *testing.T) {
 // passes every rule.
 func TestRawReadsOffByDefault(t *testing.T) {
 	config, spec := simcloudEnv(t, `, bug: logs-token`, "")
-	code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go))
+	code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go))
 	if code != 0 || !strings.Contains(out, "no credential read raw\n") || strings.Contains(out, simToken) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -26,10 +27,30 @@ const (
 	FaultTimeout   Fault = "timeout"
 	FaultTruncated Fault = "truncated body"
 	Fault401       Fault = "401"
+	Fault403       Fault = "403"
+	Fault400       Fault = "400"
 )
 
-// Faults is every fault, in the order the suite injects them.
-var Faults = []Fault{Fault500, Fault429, FaultReset, FaultTimeout, FaultTruncated, Fault401}
+// Faults is every fault, in the order the suite injects them. Each is
+// injected into every request of a call in turn, the second and later
+// ones too: into page 2 of a listing, or into the DELETE after a lookup.
+// No fault says "not found": a 404 is the one answer a module may take as
+// the cloud's word that something is gone, so the suite never forges it.
+var Faults = []Fault{Fault500, Fault429, FaultReset, FaultTimeout, FaultTruncated, Fault401, Fault403, Fault400}
+
+// DefaultRate is the pace, in requests per second, at which the suite
+// sends requests to the cloud unless told otherwise: one that staging APIs
+// tolerate (Hetzner allows 3,600 an hour in bursts, most clouds 10 to 20 a
+// second per token).
+const DefaultRate = 10
+
+// maxCloudWait bounds how long the interceptor waits out one 429 of the
+// cloud's own before it lets the module see it.
+const maxCloudWait = 60 * time.Second
+
+// maxBodyShown bounds the bytes of a request or response body a failure
+// report shows.
+const maxBodyShown = 1024
 
 // injectedRetryAfter is the Retry-After of an injected 429, in seconds.
 const injectedRetryAfter = 7
@@ -48,6 +69,13 @@ type Exchange struct {
 	// BodySize is the size of the body the module received, -1 when the
 	// cloud streamed it without a length.
 	BodySize int
+	// RequestBody and ResponseBody are the bodies, credentials redacted
+	// and cut to maxBodyShown bytes, for the failure report.
+	RequestBody, ResponseBody string
+	// CloudThrottled records that the cloud itself (not the suite)
+	// answered 429 and the module saw it: the interceptor could not wait
+	// it out within the call's deadline.
+	CloudThrottled bool
 	// secretInURL records that the URL held a credential before it was
 	// redacted.
 	secretInURL bool
@@ -66,7 +94,33 @@ func (e Exchange) String() string {
 	if e.Injected != "" {
 		answer += " [injected: " + string(e.Injected) + "]"
 	}
+	if e.CloudThrottled {
+		answer += " [the cloud's own rate limit]"
+	}
 	return fmt.Sprintf("%s %s -> %s in %s", e.Method, e.URL, answer, e.Duration.Round(time.Microsecond))
+}
+
+// Bodies returns the exchange's request and response bodies as report
+// lines, "" when both are empty.
+func (e Exchange) Bodies() []string {
+	var lines []string
+	if e.RequestBody != "" {
+		lines = append(lines, "  request body:  "+e.RequestBody)
+	}
+	if e.ResponseBody != "" {
+		lines = append(lines, "  response body: "+e.ResponseBody)
+	}
+	return lines
+}
+
+// Throttling is what the cloud's own rate limit cost a run.
+type Throttling struct {
+	// Count is how many 429s the cloud answered; Waited how long the
+	// suite waited them out; Passed how many reached the module because
+	// waiting would have outlasted its call's deadline.
+	Count  int
+	Waited time.Duration
+	Passed int
 }
 
 // Interceptor sits in the host's HTTP layer (host.HTTPConfig.Wrap): it
@@ -81,6 +135,58 @@ type Interceptor struct {
 	target   int // index, counted from arming, of the request to fault
 	seen     int
 	injected bool
+
+	// interval spaces the requests sent to the cloud; nextAt is when
+	// the next one may go.
+	interval  time.Duration
+	nextAt    time.Time
+	throttled Throttling
+}
+
+// SetRate paces the requests the interceptor sends to the cloud at rate
+// per second; 0 or less sends them at once. Injected faults reach no cloud
+// and are not paced.
+func (i *Interceptor) SetRate(rate float64) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.interval = 0
+	if rate > 0 {
+		i.interval = time.Duration(float64(time.Second) / rate)
+	}
+}
+
+// Throttled reports what the cloud's own 429s cost so far.
+func (i *Interceptor) Throttled() Throttling {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.throttled
+}
+
+// pace waits for the request's turn.
+func (i *Interceptor) pace(req *http.Request) error {
+	i.mu.Lock()
+	now := time.Now()
+	at := i.nextAt
+	if at.Before(now) {
+		at = now
+	}
+	i.nextAt = at.Add(i.interval)
+	i.mu.Unlock()
+	return sleep(req, at.Sub(now))
+}
+
+func sleep(req *http.Request, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-req.Context().Done():
+		return req.Context().Err()
+	}
 }
 
 // NewInterceptor returns an interceptor that redacts the secrets from the
@@ -138,9 +244,11 @@ func (i *Interceptor) RoundTrip(req *http.Request) (*http.Response, error) {
 	i.mu.Unlock()
 
 	start := time.Now()
+	reqBody := peekRequest(req)
 	resp, err, injected := i.roundTrip(req, fault)
 	raw := req.URL.String()
-	ex := Exchange{Method: req.Method, URL: Redact(raw, i.secrets), Duration: time.Since(start)}
+	ex := Exchange{Method: req.Method, URL: Redact(raw, i.secrets), Duration: time.Since(start),
+		RequestBody: i.shown(reqBody)}
 	ex.secretInURL = ex.URL != raw
 	if injected {
 		ex.Injected = fault
@@ -150,6 +258,8 @@ func (i *Interceptor) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		ex.Status = resp.StatusCode
 		ex.BodySize = int(resp.ContentLength)
+		ex.ResponseBody = i.shown(peekResponse(resp))
+		ex.CloudThrottled = !injected && resp.StatusCode == http.StatusTooManyRequests
 	}
 	i.mu.Lock()
 	i.log = append(i.log, ex)
@@ -169,12 +279,16 @@ func (i *Interceptor) roundTrip(req *http.Request, fault Fault) (*http.Response,
 		return synthetic(req, 429, http.Header{"Retry-After": {fmt.Sprint(injectedRetryAfter)}}, `{"error":"rate limited (injected by wasmccm test)"}`), nil, true
 	case Fault401:
 		return synthetic(req, 401, nil, `{"error":"unauthorized (injected by wasmccm test)"}`), nil, true
+	case Fault403:
+		return synthetic(req, 403, nil, `{"error":"forbidden (injected by wasmccm test)"}`), nil, true
+	case Fault400:
+		return synthetic(req, 400, nil, `{"error":"bad request (injected by wasmccm test)"}`), nil, true
 	case FaultReset:
 		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, true
 	case FaultTimeout:
 		return nil, timeoutError{}, true
 	}
-	resp, err := i.next.RoundTrip(req)
+	resp, err := i.send(req)
 	if err != nil || fault != FaultTruncated || resp.StatusCode/100 != 2 {
 		return resp, err, false
 	}
@@ -191,6 +305,114 @@ func (i *Interceptor) roundTrip(req *http.Request, fault Fault) (*http.Response,
 	resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(body)), int64(len(body))
 	resp.Header.Del("Content-Length")
 	return resp, nil, true
+}
+
+// send sends req to the cloud at the run's pace, and waits out the
+// cloud's own 429s with their Retry-After, resending the request, as long
+// as the wait ends before the call's deadline: the cloud's rate limit is
+// the run's pace being too fast, not the module's fault. A 429 it cannot
+// wait out reaches the module, marked CloudThrottled in the log.
+func (i *Interceptor) send(req *http.Request) (*http.Response, error) {
+	for {
+		if err := i.pace(req); err != nil {
+			return nil, err
+		}
+		resp, err := i.next.RoundTrip(req)
+		if err != nil || resp.StatusCode != http.StatusTooManyRequests {
+			return resp, err
+		}
+		wait := retryAfter(resp.Header.Get("Retry-After"))
+		i.mu.Lock()
+		i.throttled.Count++
+		i.mu.Unlock()
+		deadline, ok := req.Context().Deadline()
+		replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+		if wait > maxCloudWait || !replayable || ok && time.Until(deadline) < wait+time.Second {
+			i.mu.Lock()
+			i.throttled.Passed++
+			i.mu.Unlock()
+			return resp, nil
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if err := sleep(req, wait); err != nil {
+			return nil, err
+		}
+		i.mu.Lock()
+		i.throttled.Waited += wait
+		// The whole origin waits: the next request goes no sooner.
+		if now := time.Now(); i.nextAt.Before(now) {
+			i.nextAt = now
+		}
+		i.mu.Unlock()
+		if req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			req.Body = body
+		}
+	}
+}
+
+// retryAfter reads a Retry-After header, in seconds or as a date; one
+// second when it says nothing usable.
+func retryAfter(v string) time.Duration {
+	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
+		return max(time.Duration(n)*time.Second, 100*time.Millisecond)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 100*time.Millisecond)
+	}
+	return time.Second
+}
+
+// peekRequest returns the request's body and leaves it readable.
+func peekRequest(req *http.Request) []byte {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil
+	}
+	if req.GetBody != nil {
+		if rc, err := req.GetBody(); err == nil {
+			b, _ := io.ReadAll(rc)
+			rc.Close()
+			return b
+		}
+	}
+	b, _ := io.ReadAll(req.Body)
+	req.Body.Close()
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	return b
+}
+
+// peekResponse reads the response's body and leaves it readable as it
+// was, its length unchanged.
+func peekResponse(resp *http.Response) []byte {
+	if resp.Body == nil {
+		return nil
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(b), errReader{err}))
+		return b
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return b
+}
+
+type errReader struct{ err error }
+
+func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// shown is a body as a report shows it: credentials redacted, cut.
+func (i *Interceptor) shown(b []byte) string {
+	s := Redact(string(b), i.secrets)
+	if len(s) > maxBodyShown {
+		s = s[:maxBodyShown] + fmt.Sprintf("... (%d bytes)", len(b))
+	}
+	return strings.TrimSpace(s)
 }
 
 func synthetic(req *http.Request, status int, header http.Header, body string) *http.Response {

@@ -1,12 +1,15 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 type cloudFunc func(*http.Request) (*http.Response, error)
@@ -76,5 +79,107 @@ func TestInterceptor(t *testing.T) {
 				t.Errorf("log entry %q: secret not redacted or not flagged", log[1])
 			}
 		})
+	}
+}
+
+// TestInterceptorClientErrors: 403 and 400 are injected like 401.
+func TestInterceptorClientErrors(t *testing.T) {
+	for _, f := range []Fault{Fault403, Fault400} {
+		ic := NewInterceptor(nil)
+		rt := ic.Wrap(cloudFunc(func(r *http.Request) (*http.Response, error) {
+			t.Fatal("an injected fault reached the cloud")
+			return nil, nil
+		}))
+		ic.Arm(f, 0)
+		req, _ := http.NewRequest("GET", "http://cloud.example/v1/instances", nil)
+		resp, err := rt.RoundTrip(req)
+		if err != nil || strconv.Itoa(resp.StatusCode) != string(f) || !ic.Disarm() {
+			t.Fatalf("%s: got %v, %v", f, resp, err)
+		}
+	}
+}
+
+// TestInterceptorBodies: the log keeps both bodies, credentials redacted,
+// and the module still reads them whole.
+func TestInterceptorBodies(t *testing.T) {
+	ic := NewInterceptor([]string{"s3cret"})
+	rt := ic.Wrap(cloudFunc(func(r *http.Request) (*http.Response, error) {
+		in, _ := io.ReadAll(r.Body)
+		body := `{"echo":` + string(in) + `,"token":"s3cret"}`
+		return &http.Response{StatusCode: 201, Header: http.Header{}, Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}, nil
+	}))
+	req, _ := http.NewRequest("POST", "http://cloud.example/v1/lbs", strings.NewReader(`{"name":"lb","key":"s3cret"}`))
+	resp, err := rt.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	if string(got) != `{"echo":{"name":"lb","key":"s3cret"},"token":"s3cret"}` {
+		t.Fatalf("the module read %q", got)
+	}
+	ex := ic.Since(0)[0]
+	if ex.RequestBody != `{"name":"lb","key":"[REDACTED]"}` || ex.ResponseBody != `{"echo":{"name":"lb","key":"[REDACTED]"},"token":"[REDACTED]"}` {
+		t.Fatalf("bodies %q %q", ex.RequestBody, ex.ResponseBody)
+	}
+}
+
+// TestInterceptorPacing: requests to the cloud go at the set rate;
+// injected faults are not held back.
+func TestInterceptorPacing(t *testing.T) {
+	ic := NewInterceptor(nil)
+	ic.SetRate(50)
+	rt := ic.Wrap(cloudFunc(func(r *http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+	}))
+	start := time.Now()
+	for range 6 {
+		req, _ := http.NewRequest("GET", "http://cloud.example/", nil)
+		if _, err := rt.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d < 90*time.Millisecond {
+		t.Fatalf("6 requests at 50/s took %s, want at least 100ms", d)
+	}
+}
+
+// TestInterceptorWaitsOutCloud429: a 429 of the cloud's own is waited out
+// with its Retry-After and the request sent again, the body too, and
+// counted; one the call's deadline cannot wait for reaches the module,
+// marked.
+func TestInterceptorWaitsOutCloud429(t *testing.T) {
+	var calls int
+	ic := NewInterceptor(nil)
+	rt := ic.Wrap(cloudFunc(func(r *http.Request) (*http.Response, error) {
+		calls++
+		body, _ := io.ReadAll(r.Body)
+		if string(body) != `{"a":1}` {
+			t.Errorf("request %d sent body %q", calls, body)
+		}
+		if calls == 1 || r.Header.Get("X-Long") != "" {
+			return &http.Response{StatusCode: 429, Header: http.Header{"Retry-After": {"1"}}, Body: http.NoBody}, nil
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+	}))
+	req, _ := http.NewRequest("POST", "http://cloud.example/", strings.NewReader(`{"a":1}`))
+	start := time.Now()
+	resp, err := rt.RoundTrip(req)
+	if err != nil || resp.StatusCode != 200 || calls != 2 || time.Since(start) < time.Second {
+		t.Fatalf("got %v %v after %d calls in %s", resp, err, calls, time.Since(start))
+	}
+	if th := ic.Throttled(); th.Count != 1 || th.Waited != time.Second || th.Passed != 0 {
+		t.Fatalf("throttling %+v", th)
+	}
+	if ic.Since(0)[0].CloudThrottled {
+		t.Error("a 429 waited out is marked as reaching the module")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	req, _ = http.NewRequestWithContext(ctx, "POST", "http://cloud.example/", strings.NewReader(`{"a":1}`))
+	req.Header.Set("X-Long", "1")
+	resp, err = rt.RoundTrip(req)
+	if err != nil || resp.StatusCode != 429 || !ic.Since(0)[1].CloudThrottled || ic.Throttled().Passed != 1 {
+		t.Fatalf("got %v %v, log %+v", resp, err, ic.Since(0))
 	}
 }

@@ -39,9 +39,29 @@ const (
 	// RuleLBIdempotent: ensuring an existing load balancer creates
 	// nothing (no POST to a collection) and answers the same status.
 	RuleLBIdempotent = "lb-idempotent"
-	// RuleLBDeleteConfirmed: EnsureLoadBalancerDeleted does not report
-	// success when its DELETE failed.
+	// RuleLBDeleteConfirmed: under a fault, EnsureLoadBalancerDeleted
+	// reports success only when the cloud itself answered a destroying
+	// request (a DELETE, or a POST to a delete action) with a 2xx, or
+	// said the load balancer was already gone (404, 410).
 	RuleLBDeleteConfirmed = "lb-delete-confirmed"
+	// RuleNeverShutdownOnDoubt: under a fault, InstanceShutdown (and
+	// InstanceShutdownByProviderID) never answers true for an instance
+	// the cloud says is running: the Node would be tainted shut down.
+	RuleNeverShutdownOnDoubt = "never-shutdown-on-doubt"
+	// RuleRoutes: CreateRoute, ListRoutes and DeleteRoute of a test route
+	// to the first existing Node agree with each other.
+	RuleRoutes = "routes"
+	// RuleRoutesCompleteOnDoubt: under a fault, ListRoutes either fails
+	// or lists every route, with its target and not blackholed: a route
+	// missing is created again, a blackholed or moved one is deleted.
+	RuleRoutesCompleteOnDoubt = "routes-complete-on-doubt"
+	// RuleRouteDeleteConfirmed: under a fault, DeleteRoute reports
+	// success only with the cloud's word, as RuleLBDeleteConfirmed.
+	RuleRouteDeleteConfirmed = "route-delete-confirmed"
+	// RuleLimitedCredential: with the spec's limitedCredentials (fewer
+	// permissions), whatever the cloud refuses is never answered as gone,
+	// not found, shut down or deleted.
+	RuleLimitedCredential = "limited-credential"
 
 	// FaultChecks classes the passing check of one call under one fault,
 	// which kept every rule above.
@@ -68,7 +88,10 @@ type Report struct {
 	Module   string
 	Results  []Result
 	Duration time.Duration
-	secrets  []string
+	// Throttled is what the cloud's own rate limit cost the run; it
+	// never fails a check.
+	Throttled Throttling
+	secrets   []string
 }
 
 // Failed counts the failed checks.
@@ -112,6 +135,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			for _, ex := range res.Trace {
 				fmt.Fprintf(&b, "     request: %s\n", ex)
+				for _, line := range ex.Bodies() {
+					fmt.Fprintf(&b, "     %s\n", line)
+				}
 			}
 		case res.Skipped != "":
 			skipped++
@@ -120,6 +146,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			passed++
 			fmt.Fprintf(&b, "ok   %-20s %s\n", res.Rule, res.Name)
 		}
+	}
+	if t := r.Throttled; t.Count > 0 {
+		fmt.Fprintf(&b, "the cloud answered 429 (its own rate limit) %d times: waited %s in total, %d reached the module and were not scored\n",
+			t.Count, t.Waited.Round(time.Millisecond), t.Passed)
 	}
 	fmt.Fprintf(&b, "%d checks: %d passed, %d failed, %d skipped (%s)\n", len(r.Results), passed, failed, skipped, r.Duration.Round(time.Millisecond))
 	if failed > 0 {
@@ -175,6 +205,9 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 			body := res.Failure
 			for _, ex := range res.Trace {
 				body += "\nrequest: " + ex.String()
+				for _, line := range ex.Bodies() {
+					body += "\n" + line
+				}
 			}
 			first, _, _ := strings.Cut(res.Failure, "\n")
 			c.Failure = &junitFailure{Message: Redact(first, r.secrets), Type: res.Rule, Body: Redact(body, r.secrets)}

@@ -3,6 +3,10 @@ package conformance
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -17,6 +21,37 @@ type Spec struct {
 	Nodes []SpecNode `json:"nodes"`
 	// LoadBalancer configures the load balancer lifecycle check.
 	LoadBalancer SpecLoadBalancer `json:"loadBalancer,omitempty"`
+	// Routes configures the route lifecycle check.
+	Routes SpecRoutes `json:"routes,omitempty"`
+	// LimitedCredentials, when set, is a second credentials directory
+	// with fewer permissions (a read-only token, say): the suite asks
+	// about the existing Nodes and deletes the test load balancer and
+	// route with it, and nothing the cloud refuses may be answered as
+	// gone, shut down or deleted.
+	LimitedCredentials *SpecCredentials `json:"limitedCredentials,omitempty"`
+}
+
+// SpecCredentials is a credentials directory, as credentials.dir of the
+// cloud-config: one file per Secret key, the same keys the cloud-config
+// binds. A relative path is relative to the spec file.
+type SpecCredentials struct {
+	Dir string `json:"dir"`
+}
+
+// SpecRoutes configures the test route.
+type SpecRoutes struct {
+	// Skip leaves the route checks out.
+	Skip bool `json:"skip,omitempty"`
+	// DestinationCIDR of the test route, to the first existing Node;
+	// default 10.244.250.0/24.
+	DestinationCIDR string `json:"destinationCIDR,omitempty"`
+}
+
+func (s SpecRoutes) destination() string {
+	if s.DestinationCIDR == "" {
+		return "10.244.250.0/24"
+	}
+	return s.DestinationCIDR
 }
 
 // SpecNode is a Node of the test cluster and what the cloud knows of it.
@@ -31,6 +66,19 @@ type SpecNode struct {
 	InstanceType string `json:"instanceType,omitempty"`
 	Zone         string `json:"zone,omitempty"`
 	Region       string `json:"region,omitempty"`
+	// Shutdown, when set, is what InstanceShutdown must answer; unset,
+	// any answer of a healthy cloud passes. Under a fault, InstanceShutdown
+	// must never answer true where the clean call answered false.
+	Shutdown *bool `json:"shutdown,omitempty"`
+	// LookupByName also checks the Node without its provider ID, as a
+	// brand-new Node is looked up: by name. A Node listed without a
+	// providerID is only looked up by name.
+	LookupByName bool `json:"lookupByName,omitempty"`
+	// ExpectError, when set, is the status every instance call of this
+	// Node must answer: NotFound, NotImplemented, ImplementedElsewhere,
+	// RetryAfter or Error (a Node of another cloud, say, whose provider
+	// ID the module must refuse rather than call gone).
+	ExpectError string `json:"expectError,omitempty"`
 }
 
 // SpecLoadBalancer configures the test Service.
@@ -56,14 +104,54 @@ func ReadSpec(path string) (*Spec, error) {
 	}
 	var s Spec
 	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		if strings.Contains(err.Error(), "unknown field") {
+			return nil, fmt.Errorf("test spec %s: %w; the valid fields are:\n%s", path, err, strings.Join(specFields(reflect.TypeOf(s), ""), "\n"))
+		}
 		return nil, fmt.Errorf("test spec %s: %w", path, err)
 	}
+	statuses := []string{"NotFound", "NotImplemented", "ImplementedElsewhere", "RetryAfter", "Error"}
 	for i, n := range s.Nodes {
 		if n.Name == "" {
 			return nil, fmt.Errorf("test spec %s: nodes[%d] has no name", path, i)
 		}
+		if n.ExpectError != "" && !slices.Contains(statuses, n.ExpectError) {
+			return nil, fmt.Errorf("test spec %s: nodes[%d].expectError is %q; want one of %s", path, i, n.ExpectError, strings.Join(statuses, ", "))
+		}
+	}
+	if lc := s.LimitedCredentials; lc != nil {
+		if lc.Dir == "" {
+			return nil, fmt.Errorf("test spec %s: limitedCredentials has no dir", path)
+		}
+		if !filepath.IsAbs(lc.Dir) {
+			lc.Dir = filepath.Join(filepath.Dir(path), lc.Dir)
+		}
 	}
 	return &s, nil
+}
+
+// specFields lists the fields of t as YAML paths, for the message that
+// rejects an unknown one.
+func specFields(t reflect.Type, prefix string) []string {
+	var fields []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		ft := f.Type
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+			if ft.Kind() == reflect.Slice {
+				name += "[]"
+			}
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && ft.PkgPath() == t.PkgPath() {
+			fields = append(fields, specFields(ft, prefix+name+".")...)
+			continue
+		}
+		fields = append(fields, "  "+prefix+name)
+	}
+	return fields
 }
 
 func (s *Spec) service() abi.Service {

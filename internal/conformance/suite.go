@@ -36,8 +36,13 @@ type Options struct {
 	Host host.Config
 	Spec *Spec
 	// Secrets are the values of the Secret keys the module's credentials
-	// name, searched for in its logs, errors, results and request URLs.
+	// name, searched for in its logs, errors, results and request URLs,
+	// and redacted from the report; those of the spec's limited
+	// credentials too.
 	Secrets []string
+	// Rate paces the requests sent to the cloud, per second; 0 sends them
+	// at once. The cloud's own 429s are waited out whatever the rate.
+	Rate float64
 }
 
 // Run runs every check. An error means the module could not be run at all.
@@ -45,6 +50,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	start := time.Now()
 	r := &runner{ctx: ctx, spec: opts.Spec, ic: NewInterceptor(opts.Secrets), secrets: opts.Secrets,
 		report: &Report{Module: opts.Name, secrets: opts.Secrets}}
+	r.ic.SetRate(opts.Rate)
+	defer func() { r.report.Throttled = r.ic.Throttled() }()
 	if r.spec == nil {
 		r.spec = &Spec{}
 	}
@@ -69,7 +76,15 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("starting the module: %w", err)
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
-	r.mod = mod
+	r.mod, r.info = mod, info
+	if lc := r.spec.LimitedCredentials; lc != nil {
+		limited := cfg
+		limited.Credentials.Dir = lc.Dir
+		if r.limited, err = host.New(ctx, opts.Wasm, limited); err != nil {
+			return nil, fmt.Errorf("starting the module with the limited credentials: %w", err)
+		}
+		defer r.limited.Close(context.WithoutCancel(ctx))
+	}
 
 	if info.Supports(abi.CapabilityInstancesV2) {
 		r.instances()
@@ -83,6 +98,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	} else {
 		r.loadBalancer()
 	}
+	if !info.Supports(abi.CapabilityRoutes) {
+		r.skip(RuleRoutes, "Routes", "the module does not export Routes")
+	} else if r.spec.Routes.Skip {
+		r.skip(RuleRoutes, "Routes", "routes.skip is set in the test spec")
+	} else {
+		r.routes()
+	}
+	if r.limited != nil {
+		r.limitedInstances()
+	}
 	r.leaks()
 	if read := mod.RawCredentialReads(); len(read) > 0 {
 		r.pass(RuleRawCredentials, "read raw (credentials.readable, which weakens isolation): "+strings.Join(read, ", "))
@@ -94,8 +119,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 type runner struct {
-	ctx     context.Context
-	mod     *host.Module
+	ctx  context.Context
+	mod  *host.Module
+	info host.Info
+	// limited runs the module with the spec's limited credentials.
+	limited *host.Module
 	spec    *Spec
 	ic      *Interceptor
 	secrets []string
@@ -136,14 +164,22 @@ func (r *runner) fail(rule, name, why string, trace []Exchange) {
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why, Trace: trace})
 }
 
-// check records the call o as a pass or, when why is not "", a failure.
-func (r *runner) check(rule, name, why string, o *outcome) {
+// check records the call o as a pass or, when why is not "", a failure,
+// and reports whether it passed. A failure of a call that saw the cloud's
+// own 429 is not the module's: it is recorded as skipped, with why.
+func (r *runner) check(rule, name, why string, o *outcome) bool {
 	if why == "" {
 		r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Duration: o.elapsed})
-		return
+		return true
+	}
+	if o.cloudThrottled() {
+		r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Duration: o.elapsed,
+			Skipped: "not scored: the cloud itself answered 429 for longer than the call could wait (rerun with a lower -rate); the module answered " + o.String()})
+		return false
 	}
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why + "\nmodule answered: " + o.String(),
 		Trace: o.trace, Duration: o.elapsed})
+	return false
 }
 
 // outcome is what one module call answered and the requests it made.
@@ -159,6 +195,51 @@ type outcome struct {
 }
 
 func (o *outcome) ok() bool { return o.err == nil }
+
+// cloudThrottled reports whether the cloud itself answered 429 to one of
+// the call's requests and the module saw it.
+func (o *outcome) cloudThrottled() bool {
+	return slices.ContainsFunc(o.trace, func(ex Exchange) bool { return ex.CloudThrottled })
+}
+
+// destroys reports whether ex asks the cloud to destroy something: a
+// DELETE, or a POST to an action whose name says delete or remove
+// (POST /networks/4/actions/delete_route).
+func destroys(ex Exchange) bool {
+	if ex.Method == "DELETE" {
+		return true
+	}
+	if ex.Method != "POST" {
+		return false
+	}
+	p := urlPath(ex.URL)
+	last := strings.ToLower(p[strings.LastIndex(p, "/")+1:])
+	return strings.Contains(last, "delete") || strings.Contains(last, "remove")
+}
+
+// confirmedDestroyed reports whether the cloud itself, not the suite,
+// answered one of the call's destroying requests with success (a 2xx,
+// whose body the suite may have cut: the cloud acted), or said the object
+// was already gone (404 or 410).
+func (o *outcome) confirmedDestroyed() bool {
+	return slices.ContainsFunc(o.trace, func(ex Exchange) bool {
+		if !destroys(ex) || ex.Err != "" || ex.Injected != "" && ex.Injected != FaultTruncated {
+			return false
+		}
+		return ex.Status/100 == 2 || ex.Status == 404 || ex.Status == 410
+	})
+}
+
+// deleteJudge: a delete that answers success under a fault must have the
+// cloud's word for it.
+func deleteJudge(rule, method, consequence string) func(Fault, *outcome) (string, string) {
+	return func(f Fault, o *outcome) (string, string) {
+		if o.ok() && !o.confirmedDestroyed() {
+			return rule, method + " reported success, though the cloud never confirmed a delete (no 2xx or 404 of its own to a DELETE or delete action): " + consequence
+		}
+		return retryRule(f, o)
+	}
+}
 
 func (o *outcome) String() string {
 	if o.err != nil {
@@ -289,60 +370,183 @@ func (r *runner) instances() {
 		return
 	}
 	for _, sn := range r.spec.Nodes {
-		node := sn.node()
-		exists := func() *outcome { return r.call(abi.ExportInstanceExists, &node, newBool) }
-		meta := func() *outcome { return r.call(abi.ExportInstanceMetadata, &node, newMetadata) }
-		shutdown := func() *outcome { return r.call(abi.ExportInstanceShutdown, &node, newBool) }
-		label := fmt.Sprintf("(%s)", sn.Name)
-
-		e := exists()
-		if r.notImplemented(e, abi.CapabilityInstancesV2) {
+		if !r.instanceChecks(sn, sn.node(), "("+sn.Name+")") {
 			return
 		}
-		var why string
-		switch {
-		case !e.ok():
-			why = "InstanceExists failed against a healthy cloud"
-		case bool(*e.out.(*abi.Bool)) != sn.Exists:
-			why = fmt.Sprintf("InstanceExists answered %v; the test spec says exists: %v", *e.out.(*abi.Bool), sn.Exists)
-		}
-		r.check(RuleInstances, "InstanceExists"+label, why, e)
-		if !sn.Exists {
-			// What the call above kept (a snapshot, say) must not be
-			// enough to call the instance gone.
-			again := r.warmCall(abi.ExportInstanceExists, &node, newBool)
-			why := ""
-			if again.ok() && !bool(*again.out.(*abi.Bool)) && len(again.trace) == 0 {
-				why = "InstanceExists answered false without asking the cloud in that call: an answer that deletes the Node must come from the cloud's own answer, not from what the module kept"
-			}
-			r.check(RuleGoneConfirmed, "InstanceExists again with kept state"+label, why, again)
-		}
-
-		m := meta()
-		r.check(RuleInstances, "InstanceMetadata"+label, sn.judgeMetadata(m), m)
-
-		s := shutdown()
-		r.underFaults("InstanceExists"+label, e, exists, nil, func(f Fault, o *outcome) (string, string) {
-			if o.ok() && !bool(*o.out.(*abi.Bool)) {
-				return RuleNeverGoneOnDoubt, "InstanceExists answered false, which deletes the Node, though the cloud never said the instance is gone"
-			}
-			return retryRule(f, o)
-		})
-		notFound := func(method string) func(Fault, *outcome) (string, string) {
-			return func(f Fault, o *outcome) (string, string) {
-				if o.status == abi.StatusNotFound {
-					return RuleNeverGoneOnDoubt, method + " answered NotFound (\"instance not found\") though the cloud never said the instance is gone"
-				}
-				return retryRule(f, o)
+		if sn.LookupByName && sn.ProviderID != "" {
+			// A brand-new Node has no provider ID yet: the module must
+			// find its instance by the Node's name.
+			byName := sn.node()
+			byName.ProviderID = ""
+			if !r.instanceChecks(sn, byName, "("+sn.Name+" by name)") {
+				return
 			}
 		}
-		r.underFaults("InstanceMetadata"+label, m, meta, nil, notFound("InstanceMetadata"))
-		r.underFaults("InstanceShutdown"+label, s, shutdown, nil, notFound("InstanceShutdown"))
 	}
+}
+
+// instanceChecks checks InstanceExists, InstanceMetadata and
+// InstanceShutdown of one Node, clean and under every fault. It reports
+// false when the module does not implement them.
+func (r *runner) instanceChecks(sn SpecNode, node abi.Node, label string) bool {
+	exists := func() *outcome { return r.call(abi.ExportInstanceExists, &node, newBool) }
+	meta := func() *outcome { return r.call(abi.ExportInstanceMetadata, &node, newMetadata) }
+	shutdown := func() *outcome { return r.call(abi.ExportInstanceShutdown, &node, newBool) }
+
+	e := exists()
+	if r.notImplemented(e, abi.CapabilityInstancesV2) {
+		return false
+	}
+	var why string
+	switch {
+	case sn.ExpectError != "":
+		why = sn.judgeError(e)
+	case !e.ok():
+		why = "InstanceExists failed against a healthy cloud"
+	case bool(*e.out.(*abi.Bool)) != sn.Exists:
+		why = fmt.Sprintf("InstanceExists answered %v; the test spec says exists: %v", *e.out.(*abi.Bool), sn.Exists)
+	}
+	r.check(RuleInstances, "InstanceExists"+label, why, e)
+	if !sn.Exists && sn.ExpectError == "" {
+		// What the call above kept (a snapshot, say) must not be
+		// enough to call the instance gone.
+		again := r.warmCall(abi.ExportInstanceExists, &node, newBool)
+		why := ""
+		if again.ok() && !bool(*again.out.(*abi.Bool)) && len(again.trace) == 0 {
+			why = "InstanceExists answered false without asking the cloud in that call: an answer that deletes the Node must come from the cloud's own answer, not from what the module kept"
+		}
+		r.check(RuleGoneConfirmed, "InstanceExists again with kept state"+label, why, again)
+	}
+
+	m := meta()
+	r.check(RuleInstances, "InstanceMetadata"+label, sn.judgeMetadata(m), m)
+
+	s := shutdown()
+	r.check(RuleInstances, "InstanceShutdown"+label, sn.judgeShutdown(s), s)
+
+	r.underFaults("InstanceExists"+label, e, exists, nil, existsJudge("InstanceExists"))
+	r.underFaults("InstanceMetadata"+label, m, meta, nil, notFoundJudge("InstanceMetadata"))
+	r.underFaults("InstanceShutdown"+label, s, shutdown, nil, shutdownJudge("InstanceShutdown", s))
+
+	if node.ProviderID != "" && r.info.Supports(abi.CapabilityZones) {
+		pid := abi.String(node.ProviderID)
+		zone := func() *outcome { return r.call(abi.ExportGetZoneByProviderID, &pid, newZone) }
+		z := zone()
+		r.check(RuleInstances, "GetZoneByProviderID"+label, sn.judgeZone(z), z)
+		r.underFaults("GetZoneByProviderID"+label, z, zone, nil, notFoundJudge("GetZoneByProviderID"))
+	}
+	if r.info.Supports(abi.CapabilityInstances) {
+		r.legacyInstanceChecks(sn, node, label)
+	}
+	return true
+}
+
+// legacyInstanceChecks checks the Instances (v1) methods whose answers
+// delete or taint a Node, under every fault.
+func (r *runner) legacyInstanceChecks(sn SpecNode, node abi.Node, label string) {
+	if node.ProviderID != "" {
+		pid := abi.String(node.ProviderID)
+		exists := func() *outcome { return r.call(abi.ExportInstanceExistsByProviderID, &pid, newBool) }
+		shutdown := func() *outcome { return r.call(abi.ExportInstanceShutdownByProviderID, &pid, newBool) }
+		e, s := exists(), shutdown()
+		r.underFaults("InstanceExistsByProviderID"+label, e, exists, nil, existsJudge("InstanceExistsByProviderID"))
+		r.underFaults("InstanceShutdownByProviderID"+label, s, shutdown, nil, shutdownJudge("InstanceShutdownByProviderID", s))
+	}
+	name := abi.String(node.Name)
+	id := func() *outcome { return r.call(abi.ExportInstanceID, &name, newString) }
+	o := id()
+	if o.status == abi.StatusNotImplemented {
+		return
+	}
+	r.underFaults("InstanceID"+label, o, id, nil, notFoundJudge("InstanceID"))
+}
+
+// existsJudge: under a fault, never false (the Node is deleted).
+func existsJudge(method string) func(Fault, *outcome) (string, string) {
+	return func(f Fault, o *outcome) (string, string) {
+		if o.ok() && !bool(*o.out.(*abi.Bool)) {
+			return RuleNeverGoneOnDoubt, method + " answered false, which deletes the Node, though the cloud never said the instance is gone"
+		}
+		return retryRule(f, o)
+	}
+}
+
+// notFoundJudge: under a fault, never NotFound (cloudprovider.InstanceNotFound,
+// on which the node lifecycle controller deletes the Node).
+func notFoundJudge(method string) func(Fault, *outcome) (string, string) {
+	return func(f Fault, o *outcome) (string, string) {
+		if o.status == abi.StatusNotFound {
+			return RuleNeverGoneOnDoubt, method + " answered NotFound (\"instance not found\") though the cloud never said the instance is gone"
+		}
+		return retryRule(f, o)
+	}
+}
+
+// shutdownJudge: under a fault, never NotFound, and never shut down when
+// the clean call said running (the Node is tainted and its pods evicted).
+func shutdownJudge(method string, clean *outcome) func(Fault, *outcome) (string, string) {
+	running := clean.ok() && !bool(*clean.out.(*abi.Bool))
+	return func(f Fault, o *outcome) (string, string) {
+		if rule, why := notFoundJudge(method)(f, o); rule == RuleNeverGoneOnDoubt {
+			return rule, why
+		}
+		if running && o.ok() && bool(*o.out.(*abi.Bool)) {
+			return RuleNeverShutdownOnDoubt, method + " answered true, which taints the Node as shut down, though the cloud said the instance is running"
+		}
+		return retryRule(f, o)
+	}
+}
+
+// judgeError compares a call of a Node with expectError with the spec.
+func (sn SpecNode) judgeError(o *outcome) string {
+	if o.status.String() != sn.ExpectError {
+		return fmt.Sprintf("%s answered %s; the test spec says expectError: %s", o.method, o.status, sn.ExpectError)
+	}
+	return ""
+}
+
+// judgeShutdown compares a clean InstanceShutdown with the spec.
+func (sn SpecNode) judgeShutdown(o *outcome) string {
+	switch {
+	case sn.ExpectError != "":
+		return sn.judgeError(o)
+	case !sn.Exists:
+		if o.ok() && bool(*o.out.(*abi.Bool)) {
+			return "InstanceShutdown answered true for an instance that does not exist"
+		}
+		return ""
+	case !o.ok():
+		return "InstanceShutdown failed against a healthy cloud"
+	case sn.Shutdown != nil && bool(*o.out.(*abi.Bool)) != *sn.Shutdown:
+		return fmt.Sprintf("InstanceShutdown answered %v; the test spec says shutdown: %v", *o.out.(*abi.Bool), *sn.Shutdown)
+	}
+	return ""
+}
+
+// judgeZone compares a clean GetZoneByProviderID with the spec.
+func (sn SpecNode) judgeZone(o *outcome) string {
+	switch {
+	case sn.ExpectError != "" || !sn.Exists:
+		return ""
+	case !o.ok():
+		return "GetZoneByProviderID failed against a healthy cloud"
+	}
+	z := o.out.(*abi.Zone)
+	var diffs []string
+	if sn.Zone != "" && z.FailureDomain != sn.Zone {
+		diffs = append(diffs, fmt.Sprintf("failureDomain is %q, the test spec says zone %q", z.FailureDomain, sn.Zone))
+	}
+	if sn.Region != "" && z.Region != sn.Region {
+		diffs = append(diffs, fmt.Sprintf("region is %q, the test spec says %q", z.Region, sn.Region))
+	}
+	return strings.Join(diffs, "; ")
 }
 
 // judgeMetadata compares a clean InstanceMetadata with the spec.
 func (sn SpecNode) judgeMetadata(o *outcome) string {
+	if sn.ExpectError != "" {
+		return sn.judgeError(o)
+	}
 	if !sn.Exists {
 		if o.status != abi.StatusNotFound {
 			return "InstanceMetadata of an instance that does not exist must answer NotFound"
@@ -392,8 +596,7 @@ func (r *runner) loadBalancer() {
 	del := func() *outcome { return r.call(abi.ExportEnsureLoadBalancerDeleted, req(nil), nil) }
 	const rule = RuleLBLifecycle
 	step := func(name string, o *outcome, why string) bool {
-		r.check(rule, name, why, o)
-		return why == ""
+		return r.check(rule, name, why, o)
 	}
 	failed := func(o *outcome, what string) string {
 		if o.ok() {
@@ -479,14 +682,181 @@ func (r *runner) loadBalancer() {
 	if !restore() {
 		return
 	}
-	r.underFaults("EnsureLoadBalancerDeleted", cleanDelete, del, restore, func(f Fault, o *outcome) (string, string) {
-		for _, ex := range o.trace {
-			if o.ok() && ex.Method == "DELETE" && ex.Injected != "" && ex.Injected != FaultTruncated {
-				return RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted reported success though its DELETE failed: the load balancer may still exist and the Service's finalizer would be removed"
+	r.underFaults("EnsureLoadBalancerDeleted", cleanDelete, del, restore, deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted",
+		"the load balancer may still exist and the Service's finalizer would be removed"))
+	if r.limited != nil {
+		o := r.limitedCall(del)
+		r.check(RuleLimitedCredential, "EnsureLoadBalancerDeleted with the limited credentials",
+			verdict(deleteJudge(RuleLimitedCredential, "EnsureLoadBalancerDeleted", "the load balancer may still exist and the Service's finalizer would be removed"), o), o)
+	}
+}
+
+// verdict is what judge says of a call made without an injected fault,
+// ignoring the 429 rule, which only injected 429s test.
+func verdict(judge func(Fault, *outcome) (string, string), o *outcome) string {
+	rule, why := judge("", o)
+	if rule == RuleRetryAfter {
+		return ""
+	}
+	return why
+}
+
+// limitedCall runs call with the module started with the limited
+// credentials.
+func (r *runner) limitedCall(call func() *outcome) *outcome {
+	full := r.mod
+	r.mod = r.limited
+	defer func() { r.mod = full }()
+	return call()
+}
+
+// limitedInstances asks about every existing Node with the limited
+// credentials: what the cloud refuses must never read as gone or shut
+// down.
+func (r *runner) limitedInstances() {
+	for _, sn := range r.spec.Nodes {
+		if !sn.Exists || sn.ExpectError != "" {
+			continue
+		}
+		node := sn.node()
+		label := " with the limited credentials (" + sn.Name + ")"
+		o := r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceExists, &node, newBool) })
+		r.check(RuleLimitedCredential, "InstanceExists"+label, verdict(existsJudge("InstanceExists"), o), o)
+		o = r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceMetadata, &node, newMetadata) })
+		r.check(RuleLimitedCredential, "InstanceMetadata"+label, verdict(notFoundJudge("InstanceMetadata"), o), o)
+		running := &outcome{err: errors.New("unknown")}
+		if sn.Shutdown == nil || !*sn.Shutdown {
+			f := abi.Bool(false)
+			running = &outcome{out: &f}
+		}
+		o = r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceShutdown, &node, newBool) })
+		r.check(RuleLimitedCredential, "InstanceShutdown"+label, verdict(shutdownJudge("InstanceShutdown", running), o), o)
+	}
+}
+
+// routes checks the route lifecycle: create, list, list under faults
+// (never a route missing, blackholed or moved), delete, and delete under
+// faults (never success without the cloud's word).
+func (r *runner) routes() {
+	const rule = RuleRoutes
+	nodes := r.spec.targets()
+	if len(nodes) == 0 {
+		r.skip(rule, "Routes", "the test spec lists no existing node to route to")
+		return
+	}
+	target := nodes[0]
+	want := abi.Route{TargetNode: target.Name, TargetNodeAddresses: target.Addresses, DestinationCIDR: r.spec.Routes.destination()}
+	req := &abi.RouteRequest{ClusterName: "kubernetes", NameHint: target.UID, Route: want}
+	create := func() *outcome { return r.call(abi.ExportCreateRoute, req, nil) }
+	list := func() *outcome {
+		return r.call(abi.ExportListRoutes, &abi.RouteRequest{ClusterName: "kubernetes"}, newRoutes)
+	}
+	// ours finds the test route in a listing.
+	ours := func(o *outcome) *abi.Route {
+		if !o.ok() {
+			return nil
+		}
+		for _, rt := range *o.out.(*abi.Routes) {
+			if rt.DestinationCIDR == want.DestinationCIDR {
+				return &rt
 			}
 		}
-		return retryRule(f, o)
+		return nil
+	}
+	var listed abi.Route
+	del := func() *outcome {
+		return r.call(abi.ExportDeleteRoute, &abi.RouteRequest{ClusterName: "kubernetes", Route: listed}, nil)
+	}
+	failed := func(o *outcome, what string) string {
+		if o.ok() {
+			return ""
+		}
+		return what + " failed against a healthy cloud"
+	}
+
+	// Delete what an interrupted run may have left.
+	o := list()
+	if r.notImplemented(o, abi.CapabilityRoutes) || !r.check(rule, "ListRoutes before the test", failed(o, "ListRoutes"), o) {
+		return
+	}
+	if rt := ours(o); rt != nil {
+		listed = *rt
+		if o := del(); !r.check(rule, "DeleteRoute of a route an earlier run left", failed(o, "DeleteRoute"), o) {
+			return
+		}
+	}
+	defer func() {
+		if rt := ours(list()); rt != nil {
+			listed = *rt
+			if o := del(); !o.ok() {
+				r.check(rule, "DeleteRoute at the end", "DeleteRoute failed against a healthy cloud; the test route may be left", o)
+			}
+		}
+	}()
+
+	o = create()
+	if !r.check(rule, "CreateRoute to "+target.Name, failed(o, "CreateRoute"), o) {
+		return
+	}
+	l := list()
+	why := failed(l, "ListRoutes")
+	rt := ours(l)
+	switch {
+	case why != "":
+	case rt == nil:
+		why = "ListRoutes does not list the route CreateRoute made for " + want.DestinationCIDR
+	case rt.Blackhole || rt.TargetNode != target.Name:
+		why = fmt.Sprintf("ListRoutes lists the route for %s with target %q, blackhole %v; want target %q", want.DestinationCIDR, rt.TargetNode, rt.Blackhole, target.Name)
+	}
+	if !r.check(rule, "ListRoutes lists the created route", why, l) {
+		return
+	}
+	listed = *rt
+	r.underFaults("ListRoutes", l, list, nil, func(f Fault, o *outcome) (string, string) {
+		if !o.ok() {
+			return retryRule(f, o)
+		}
+		got := ours(o)
+		switch {
+		case got == nil:
+			return RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for " + want.DestinationCIDR + ": the route controller would create it again, or, missing its Node's, mark the Node's network unavailable"
+		case got.Blackhole || got.TargetNode != listed.TargetNode:
+			return RuleRoutesCompleteOnDoubt, fmt.Sprintf("ListRoutes answered the route for %s with target %q, blackhole %v, though the cloud never said its target changed: the route controller would delete it", want.DestinationCIDR, got.TargetNode, got.Blackhole)
+		}
+		return "", ""
 	})
+	again := create()
+	r.check(rule, "CreateRoute again: success", failed(again, "CreateRoute of an existing route"), again)
+	r.underFaults("CreateRoute", again, create, nil, retryRule)
+
+	cleanDelete := del()
+	if !r.check(rule, "DeleteRoute", failed(cleanDelete, "DeleteRoute"), cleanDelete) {
+		return
+	}
+	o = list()
+	why = failed(o, "ListRoutes")
+	if why == "" && ours(o) != nil {
+		why = "ListRoutes still lists the route DeleteRoute deleted"
+	}
+	r.check(rule, "ListRoutes after delete: not listed", why, o)
+
+	restore := func() bool {
+		if o := create(); !o.ok() {
+			r.check(rule, "CreateRoute to re-create after a faulted delete", "CreateRoute failed against a healthy cloud", o)
+			return false
+		}
+		return true
+	}
+	if !restore() {
+		return
+	}
+	r.underFaults("DeleteRoute", cleanDelete, del, restore, deleteJudge(RuleRouteDeleteConfirmed, "DeleteRoute",
+		"the route controller would take the route for gone while the cloud still routes the CIDR"))
+	if r.limited != nil {
+		o := r.limitedCall(del)
+		r.check(RuleLimitedCredential, "DeleteRoute with the limited credentials",
+			verdict(deleteJudge(RuleLimitedCredential, "DeleteRoute", "the cloud may still route the CIDR"), o), o)
+	}
 }
 
 // leaks searches everything the module said for the credential values.
@@ -522,6 +892,9 @@ func (r *runner) leaks() {
 }
 
 func newBool() abi.Message      { return new(abi.Bool) }
+func newString() abi.Message    { return new(abi.String) }
+func newZone() abi.Message      { return &abi.Zone{} }
+func newRoutes() abi.Message    { return &abi.Routes{} }
 func newMetadata() abi.Message  { return &abi.InstanceMetadata{} }
 func newGetResult() abi.Message { return &abi.GetLoadBalancerResult{} }
 func newStatus() abi.Message    { return &abi.LoadBalancerStatus{} }

@@ -124,7 +124,9 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, nameHint string, r
 		conflict := p.api.Error(req, resp)
 		existing, err := p.getRoute(ctx, what, name)
 		if err != nil {
-			return errors.New(conflict.Error() + "; then " + err.Error())
+			// The lookup's failure decides the status (a 429 stays
+			// RetryAfter); the message keeps the conflict too.
+			return &thenError{first: conflict, err: err}
 		}
 		if existing != nil && !existing.Blackhole && existing.DestinationCIDR == rt.DestinationCIDR && existing.TargetName == rt.TargetNode {
 			p.logf(abi.LogDebug, "route "+name+" already exists as asked")
@@ -167,3 +169,10 @@ func (p *Provider) DeleteRoute(ctx context.Context, _ string, rt *abi.Route) err
 	p.logf(abi.LogInfo, "deleted route "+rt.Name+" for "+rt.DestinationCIDR)
 	return nil
 }
+
+// thenError is err, which followed first: its message names both, and it
+// unwraps to err, whose kind (RetryAfter, not found) is the answer's.
+type thenError struct{ first, err error }
+
+func (e *thenError) Error() string { return e.first.Error() + "; then " + e.err.Error() }
+func (e *thenError) Unwrap() error { return e.err }

@@ -8,6 +8,23 @@
 //	logs-token       InstanceExists logs the API token
 //	gone-from-kept   InstanceExists remembers, in shared state, an instance
 //	                 it found gone and answers false from that alone
+//	gone-on-403      InstanceExists answers false when the cloud answers
+//	                 403 (and errors correctly on every other failure)
+//	second-request   InstanceExists first lists the routes (a failure
+//	                 there is an error), then answers false when the
+//	                 instance lookup, its second request, fails
+//	shutdown-on-error  InstanceShutdown answers true when the cloud fails
+//	                 (but NotFound when it says the instance is gone)
+//	notfound-on-error  InstanceMetadata answers NotFound when the cloud fails
+//	zone-notfound-on-error  GetZoneByProviderID answers NotFound when the
+//	                 cloud fails
+//	lb-gone-on-error GetLoadBalancer answers exists=false when the cloud
+//	                 fails (the service controller then creates another)
+//	lb-delete-unconfirmed  EnsureLoadBalancerDeleted answers success when
+//	                 the cloud fails
+//	routes-partial   ListRoutes answers an empty list when the cloud fails
+//	route-delete-unconfirmed  DeleteRoute answers success when the cloud
+//	                 fails
 package main
 
 import (
@@ -15,11 +32,14 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
 )
@@ -50,8 +70,25 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 	if _, kept := p.host.StateGet(keptGone, -1, false); kept && p.bug == "gone-from-kept" {
 		return false, nil
 	}
+	if p.bug == "second-request" {
+		if _, err := p.api.Do(ctx, &rest.Request{What: "listing routes", Method: "GET", Path: "/v1/routes"}); err != nil {
+			return false, err
+		}
+	}
 	exists, err := p.Provider.InstanceExists(ctx, node)
+	if !simcloudNode(node) {
+		return exists, err // the bugs are in what the module makes of the cloud's failures
+	}
 	switch p.bug {
+	case "second-request":
+		if err != nil {
+			return false, nil
+		}
+	case "gone-on-403":
+		var se *rest.StatusError
+		if errors.As(err, &se) && se.StatusCode == 403 {
+			return false, nil
+		}
 	case "false-on-error":
 		if err != nil {
 			return false, nil
@@ -83,12 +120,76 @@ func (p *provider) EnsureLoadBalancer(ctx context.Context, cluster string, svc *
 	return status, err
 }
 
+// simcloudNode reports whether node is one of simcloud's (or has no
+// provider ID yet), rather than another cloud's.
+func simcloudNode(node *abi.Node) bool {
+	return node.ProviderID == "" || strings.HasPrefix(node.ProviderID, simcloud.ProviderIDPrefix)
+}
+
+func (p *provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, error) {
+	down, err := p.Provider.InstanceShutdown(ctx, node)
+	if err != nil && !errors.Is(err, sdk.ErrNotFound) && simcloudNode(node) && p.bug == "shutdown-on-error" {
+		return true, nil
+	}
+	return down, err
+}
+
+func (p *provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.InstanceMetadata, error) {
+	m, err := p.Provider.InstanceMetadata(ctx, node)
+	if err != nil && simcloudNode(node) && p.bug == "notfound-on-error" {
+		return nil, sdk.ErrNotFound
+	}
+	return m, err
+}
+
+func (p *provider) GetZoneByProviderID(ctx context.Context, providerID string) (abi.Zone, error) {
+	z, err := p.Provider.GetZoneByProviderID(ctx, providerID)
+	if err != nil && p.bug == "zone-notfound-on-error" {
+		return z, sdk.ErrNotFound
+	}
+	return z, err
+}
+
+func (p *provider) GetLoadBalancer(ctx context.Context, cluster string, svc *abi.Service) (*abi.LoadBalancerStatus, bool, error) {
+	status, exists, err := p.Provider.GetLoadBalancer(ctx, cluster, svc)
+	if err != nil && p.bug == "lb-gone-on-error" {
+		return nil, false, nil
+	}
+	return status, exists, err
+}
+
+func (p *provider) EnsureLoadBalancerDeleted(ctx context.Context, cluster string, svc *abi.Service) error {
+	err := p.Provider.EnsureLoadBalancerDeleted(ctx, cluster, svc)
+	if p.bug == "lb-delete-unconfirmed" {
+		return nil
+	}
+	return err
+}
+
+func (p *provider) ListRoutes(ctx context.Context, cluster string) ([]abi.Route, error) {
+	list, err := p.Provider.ListRoutes(ctx, cluster)
+	if err != nil && p.bug == "routes-partial" {
+		return []abi.Route{}, nil
+	}
+	return list, err
+}
+
+func (p *provider) DeleteRoute(ctx context.Context, cluster string, rt *abi.Route) error {
+	err := p.Provider.DeleteRoute(ctx, cluster, rt)
+	if p.bug == "route-delete-unconfirmed" {
+		return nil
+	}
+	return err
+}
+
 func init() {
 	host := sdk.Imports()
 	p := &provider{Provider: simcloud.New(host), host: host}
 	sdk.Set(p)
 	instancesv2.Set(p)
 	loadbalancer.Set(p)
+	routes.Set(p)
+	zones.Set(p)
 }
 
 func main() {}

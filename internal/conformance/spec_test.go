@@ -1,0 +1,52 @@
+package conformance
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeSpec(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "spec.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestReadSpec: the documented fields parse, a relative limitedCredentials
+// dir is the spec file's, and a misspelt field fails with the list of the
+// valid ones.
+func TestReadSpec(t *testing.T) {
+	path := writeSpec(t, `nodes:
+- {name: a, providerID: "x://1", exists: true, shutdown: true, lookupByName: true}
+- {name: b, providerID: "y://2", expectError: Error}
+routes: {destinationCIDR: 10.9.0.0/24}
+limitedCredentials: {dir: readonly}
+`)
+	s, err := ReadSpec(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !*s.Nodes[0].Shutdown || !s.Nodes[0].LookupByName || s.Nodes[1].ExpectError != "Error" || s.Routes.destination() != "10.9.0.0/24" ||
+		s.LimitedCredentials.Dir != filepath.Join(filepath.Dir(path), "readonly") {
+		t.Fatalf("spec %+v", s)
+	}
+
+	_, err = ReadSpec(writeSpec(t, "nodes:\n- {name: a, shutdwn: true}\n"))
+	if err == nil {
+		t.Fatal("a misspelt field was accepted")
+	}
+	for _, want := range []string{`unknown field "shutdwn"`, "  nodes[].shutdown\n", "  nodes[].lookupByName\n", "  nodes[].expectError\n",
+		"  loadBalancer.skip\n", "  routes.destinationCIDR\n", "  limitedCredentials.dir"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+
+	if _, err := ReadSpec(writeSpec(t, "nodes:\n- {name: a, expectError: Gone}\n")); err == nil || !strings.Contains(err.Error(), "want one of NotFound") {
+		t.Errorf("expectError: Gone: %v", err)
+	}
+}
