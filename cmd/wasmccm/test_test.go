@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/xml"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
@@ -23,6 +26,12 @@ const simToken = "sim-token-0123456789"
 // providerConfig, creds to credentials.
 func simcloudEnv(t *testing.T, extra, creds string) (config, spec string) {
 	t.Helper()
+	return simcloudEnvWith(t, extra, creds, nil)
+}
+
+// simcloudEnvWith is simcloudEnv with the cloud's handler wrapped by wrap.
+func simcloudEnvWith(t *testing.T, extra, creds string, wrap func(http.Handler) http.Handler) (config, spec string) {
+	t.Helper()
 	cloud := simcloud.New(simcloud.Options{Token: simToken, Instances: []simcloud.Instance{
 		{ID: "i-0001", Name: "node-1", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateRunning,
 			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.1"}}},
@@ -30,7 +39,11 @@ func simcloudEnv(t *testing.T, extra, creds string) (config, spec string) {
 			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.2"}}},
 		{ID: "i-0003", Name: "node-3", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateStopped},
 	}})
-	srv := httptest.NewServer(cloud.Handler())
+	handler := cloud.Handler()
+	if wrap != nil {
+		handler = wrap(handler)
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`"`+extra+`}`, creds, `nodes:
 - {name: node-1, providerID: "simcloud://i-0001", exists: true, instanceType: small, zone: zone-a, region: region-1, shutdown: false}
@@ -230,6 +243,82 @@ func TestConformanceBrokenModules(t *testing.T) {
 				t.Errorf("the report does not name the credential read raw:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestConformanceRateLimitedCloud: with default flags, the simcloud module
+// passes against a cloud that allows 20 requests a second (and answers
+// 429 with Retry-After beyond), and with limited credentials, a second
+// token the cloud refuses with 403 for everything but reads.
+func TestConformanceRateLimitedCloud(t *testing.T) {
+	const limitedToken = "read-only-token-9876"
+	var mu sync.Mutex
+	tokens, last := 20.0, time.Now()
+	var throttled, refused int
+	config, spec := simcloudEnvWith(t, "", "", func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			now := time.Now()
+			tokens = min(20, tokens+now.Sub(last).Seconds()*20)
+			last = now
+			ok := tokens >= 1
+			if ok {
+				tokens--
+			} else {
+				throttled++
+			}
+			mu.Unlock()
+			if !ok {
+				w.Header().Set("Retry-After", "1")
+				http.Error(w, `{"error":"rate_limited"}`, http.StatusTooManyRequests)
+				return
+			}
+			if r.Header.Get("Authorization") == "Bearer "+limitedToken {
+				if r.Method == "GET" {
+					r.Header.Set("Authorization", "Bearer "+simToken)
+				} else {
+					mu.Lock()
+					refused++
+					mu.Unlock()
+					http.Error(w, `{"error":"forbidden: read-only token"}`, http.StatusForbidden)
+					return
+				}
+			}
+			next.ServeHTTP(w, r)
+		})
+	})
+	limited := filepath.Join(filepath.Dir(spec), "read-only")
+	os.Mkdir(limited, 0o700)
+	os.WriteFile(filepath.Join(limited, "token"), []byte(limitedToken), 0o600)
+	specYAML, _ := os.ReadFile(spec)
+	os.WriteFile(spec, append(specYAML, "limitedCredentials: {dir: read-only}\n"...), 0o600)
+
+	start := time.Now()
+	code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, buildModule(t, "../../modules/simcloud/module", wasmbuild.Go))
+	t.Logf("%s at the default rate; the cloud answered 429 %d times and 403 %d times", time.Since(start).Round(time.Millisecond), throttled, refused)
+	if code != 0 || !strings.HasSuffix(out, "PASS\n") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"ok   " + conformance.RuleLimitedCredential + "   InstanceExists with the limited credentials (node-1)",
+		"ok   " + conformance.RuleLimitedCredential + "   EnsureLoadBalancerDeleted with the limited credentials"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if refused == 0 {
+		t.Error("the limited credentials were never refused")
+	}
+	if strings.Contains(out, limitedToken) {
+		t.Error("the report shows the limited token")
+	}
+
+	// Unpaced, the run meets the cloud's limit: its 429s are waited out
+	// and reported, and fail nothing.
+	start = time.Now()
+	code, out, errOut = runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, buildModule(t, "../../modules/simcloud/module", wasmbuild.Go))
+	t.Logf("%s unpaced; the cloud answered 429 %d times in all", time.Since(start).Round(time.Millisecond), throttled)
+	if code != 0 || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, "the cloud answered 429 (its own rate limit) ") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 }
 
