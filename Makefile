@@ -92,7 +92,9 @@ chart: ## helm lint and helm template of the chart (the deploy tests check what 
 	  "$$helm" template wasm-cloud-controller-manager $(CHART) --namespace kube-system >/dev/null && \
 	  echo "helm template $(CHART): ok"
 
-demo: deps ## Run the local demo: apiserver + simulated cloud + CCM with the module.
+# The demo installs what it runs itself (kube-apiserver, etcd, TinyGo), not
+# Helm, which only the chart target uses.
+demo: ## Run the local demo: apiserver + simulated cloud + CCM with the module.
 	hack/demo.sh
 
 bench: deps ## Benchmarks: wasm (Go, TinyGo) against the same provider run natively.

@@ -4,16 +4,23 @@
 #
 #   ${WASMCCM_CACHE:-$HOME/.cache/wasmccm}/tinygo/<version>/
 #     bin/tinygo           the compiler
-#     bin/tinygo-wasip1    tinygo with -target=wasip1-debian added to
-#                          build, run and test
-#     targets/wasip1-debian.json
+#     bin/tinygo-wasip1    tinygo with -target=wasip1 added to build, run
+#                          and test
+#     targets/wasip1.json  Debian's wasi-libc and compiler-rt (below), the
+#                          same as targets/wasip1-debian.json; TinyGo's own
+#                          is kept as targets/wasip1-upstream.json
 #     src/ targets/ lib/   what tinygo reads at run time
+#   ${WASMCCM_CACHE:-$HOME/.cache/wasmccm}/bin/tinygo
+#                          a link to the compiler, the path the scaffold's
+#                          Makefile (wasmccm init) uses when no tinygo is on
+#                          PATH, and the one modules/README.md documents
 #
 # Usage:
 #   TINYGO=$(hack/install-tinygo.sh | tail -1)
-#   "$TINYGO" build -target=wasip1-debian -buildmode=c-shared \
+#   "$TINYGO" build -target=wasip1 -buildmode=c-shared \
 #       -scheduler=none -no-debug -o provider.wasm ./path/to/guest
 # or, equivalently,
+#   ~/.cache/wasmccm/bin/tinygo build -target=wasip1 ...
 #   "$(dirname "$TINYGO")/tinygo-wasip1" build -buildmode=c-shared ...
 #
 # The last line of stdout is the path of bin/tinygo; progress goes to stderr.
@@ -26,7 +33,7 @@
 # Debian archive are reachable from the machines this project builds on, so
 # TinyGo's release tarballs cannot be downloaded. The module zip lacks TinyGo's
 # git submodules, so:
-#   - the wasip1-debian target links Debian's prebuilt wasi-libc and
+#   - the wasip1 target (wasip1-debian too) links Debian's prebuilt wasi-libc and
 #     compiler-rt builtins instead of building TinyGo's own copies;
 #   - src/net (TinyGo's port of net and net/http, github.com/tinygo-org/net)
 #     is missing and the module proxy refuses to serve it. src/net is left
@@ -124,6 +131,30 @@ write_debian_target() {
   done
 }
 
+# make_default_target ROOT makes ROOT/targets/wasip1.json the Debian
+# variant, so that -target=wasip1, as the docs and the scaffold write it,
+# builds with what this machine has. TinyGo's own is kept as
+# wasip1-upstream.json. Also applied to an existing cache entry.
+make_default_target() {
+  local targets=$1/targets
+  if grep -qF '"/usr/include/wasm32-wasi"' "$targets/wasip1.json"; then
+    return
+  fi
+  [[ -f "$targets/wasip1-upstream.json" ]] || cp "$targets/wasip1.json" "$targets/wasip1-upstream.json"
+  cp "$targets/wasip1-debian.json" "$targets/wasip1.json.new"
+  mv "$targets/wasip1.json.new" "$targets/wasip1.json"
+}
+
+# link_bin ROOT points $(cache root)/bin/tinygo at ROOT/bin/tinygo. TinyGo
+# finds its root from its executable's real path, so the link works as is.
+link_bin() {
+  local bin
+  bin="$(wasmccm::cache_root)/bin"
+  mkdir -p "$bin"
+  ln -sfn "$1/bin/tinygo" "$bin/tinygo.new.$$"
+  mv -fT "$bin/tinygo.new.$$" "$bin/tinygo"
+}
+
 # write_wrapper OUT writes OUT/bin/tinygo-wasip1, which adds the Debian
 # target to the subcommands that take one.
 write_wrapper() {
@@ -190,7 +221,7 @@ func request() int32 {
 EOF
   fi
   wasmccm::log "verifying: building a reactor from $(cd "$dir" && echo *.go)"
-  if ! (cd "$dir" && GOWORK=off "$root/bin/tinygo-wasip1" build -buildmode=c-shared \
+  if ! (cd "$dir" && GOWORK=off "$root/bin/tinygo" build -target=wasip1 -buildmode=c-shared \
     -scheduler=none -no-debug -o "$dir/x.wasm" .) >&2; then
     rm -rf "$dir"
     wasmccm::die "$root/bin/tinygo cannot build a wasip1 reactor"
@@ -209,6 +240,7 @@ build_root() {
   build_compiler "$staging/src"
   write_debian_target "$staging/src"
   assemble "$staging/src" "$staging/root"
+  make_default_target "$staging/root"
   install_net "$staging/root"
   verify "$staging/root"
   chmod 755 "$staging/root"
@@ -220,8 +252,16 @@ build_root() {
 
 if [[ ! -x "$root/bin/tinygo" || ! -x "$root/bin/tinygo-wasip1" ]]; then
   build_root
-elif net_outdated "$root"; then
-  install_net "$root"
-  verify "$root"
+else
+  if ! grep -qF '"/usr/include/wasm32-wasi"' "$root/targets/wasip1.json"; then
+    # An entry made before -target=wasip1 meant the Debian variant.
+    make_default_target "$root"
+    verify "$root"
+  fi
+  if net_outdated "$root"; then
+    install_net "$root"
+    verify "$root"
+  fi
 fi
+link_bin "$root"
 echo "$root/bin/tinygo"

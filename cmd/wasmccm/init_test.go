@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bytes"
+	"go/format"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +54,32 @@ func TestInit(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(dir, "ok", name))
 		if err != nil || !strings.Contains(string(b), content) {
 			t.Errorf("%s: %v, want it to contain %q:\n%s", name, err, content, b)
+		}
+	}
+}
+
+// TestScaffoldGofmt: every Go file init writes is gofmt-clean, whatever
+// the provider's name and module path.
+func TestScaffoldGofmt(t *testing.T) {
+	for _, data := range []scaffoldData{
+		{Name: "mycloud", Package: "mycloud", Module: "mycloud", SDKVersion: sdkVersion},
+		{Name: "acme-cloud", Package: "acmecloud", Module: "example.com/acme/ccm", SDKVersion: sdkVersion},
+		{Name: "zcloud", Package: "zcloud", Module: "zz.example/z", SDKVersion: sdkVersion},
+	} {
+		files, err := renderScaffold(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if !strings.HasSuffix(f.path, ".go") {
+				continue
+			}
+			formatted, err := format.Source(f.content)
+			if err != nil {
+				t.Errorf("%s (%s): %v", f.path, data.Module, err)
+			} else if !bytes.Equal(formatted, f.content) {
+				t.Errorf("%s (%s) is not gofmt-clean:\n%s", f.path, data.Module, f.content)
+			}
 		}
 	}
 }

@@ -14,6 +14,21 @@ import (
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 )
 
+// readerEnv is this process's environment without what a reader of the
+// README would not have set: the project's own TinyGo and cache settings.
+func readerEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case "HOME", "TINYGO", "TINYGO_TARGET", "TINYGOROOT", "WASMCCM_CACHE", "WASMCCM_TINYGO", "XDG_CACHE_HOME", "GOCACHE", "GOPATH", "GOMODCACHE":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
 // quickstart returns the shell commands between the quickstart markers of
 // the README.
 func quickstart(t *testing.T, readme string) string {
@@ -57,13 +72,33 @@ func TestQuickStart(t *testing.T) {
 		t.Fatalf("building wasmccm: %v\n%s", err, out)
 	}
 	work := t.TempDir() // outside the repository, empty
+	// A fresh HOME holding only what make deps installed, the cache of
+	// hack/install-*.sh: TinyGo is found where modules/README.md says,
+	// ~/.cache/wasmccm/bin/tinygo, with nothing set to point at it.
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(wasmbuild.CacheDir(), filepath.Join(home, ".cache", "wasmccm")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(home, ".cache", "wasmccm", "bin", "tinygo")); err != nil {
+		t.Fatalf("make deps did not install ~/.cache/wasmccm/bin/tinygo (%s): rerun hack/install-tinygo.sh", tinygo)
+	}
+	gocache, err := exec.Command("go", "env", "GOCACHE").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
 	cmd := exec.Command("bash", "-euo", "pipefail", "-xc", script)
 	cmd.Dir = work
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(readerEnv(),
+		"HOME="+home,
+		// What a reader who ran go install has: wasmccm on PATH.
 		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		// The README's block says to set it when working from a checkout.
 		"WASMCCM_SRC="+root,
-		// hack/install-tinygo.sh's build targets Debian's wasi-libc.
-		"TINYGO="+filepath.Join(filepath.Dir(tinygo), "tinygo"), "TINYGO_TARGET=wasip1-debian",
+		// Go's build cache changes only how long the builds take.
+		"GOCACHE="+strings.TrimSpace(string(gocache)),
 		// Nothing may come from the network: the ABI and the SDK are all it needs.
 		"GOPROXY=off", "GOFLAGS=", "GOWORK=off",
 	)
