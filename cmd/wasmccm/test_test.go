@@ -212,6 +212,9 @@ func TestConformanceBrokenModules(t *testing.T) {
 		{"lb-delete-unconfirmed", conformance.RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete"},
 		{"routes-partial", conformance.RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for 10.244.250.0/24"},
 		{"route-delete-unconfirmed", conformance.RuleRouteDeleteConfirmed, "DeleteRoute reported success, though the cloud never confirmed a delete"},
+		{"lb-create-on-error", conformance.RuleLBIdempotent, "sent create-like requests under a fault (POST /v1/loadbalancers): a duplicate"},
+		{"v1-gone-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExistsByProviderID(node-1) under 500 (request 1 of 1)\n     InstanceExistsByProviderID answered false"},
+		{"instanceid-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceID(node-1) under 500 (request 1 of 1)\n     InstanceID answered NotFound"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {

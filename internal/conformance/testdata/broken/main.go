@@ -25,6 +25,14 @@
 //	routes-partial   ListRoutes answers an empty list when the cloud fails
 //	route-delete-unconfirmed  DeleteRoute answers success when the cloud
 //	                 fails
+//	lb-create-on-error  EnsureLoadBalancer creates the load balancer when
+//	                 its lookup fails, as if it did not exist
+//	v1-gone-on-error InstanceExistsByProviderID (Instances, v1) answers
+//	                 false when the cloud fails
+//	instanceid-notfound-on-error  InstanceID answers NotFound when the
+//	                 cloud fails
+//
+// It also exports Instances (v1), answered from the InstancesV2 methods.
 package main
 
 import (
@@ -36,6 +44,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/instances"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
@@ -110,6 +119,12 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 
 func (p *provider) EnsureLoadBalancer(ctx context.Context, cluster string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
 	status, err := p.Provider.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	if err != nil && p.bug == "lb-create-on-error" {
+		name := p.GetLoadBalancerName(ctx, cluster, svc)
+		body := `{"name":"` + name + `","ports":[{"protocol":"TCP","port":80,"nodePort":30080}],"targets":[]}`
+		p.api.Do(ctx, &rest.Request{What: "creating " + name, Method: "POST", Path: "/v1/loadbalancers", Body: []byte(body)})
+		return status, err
+	}
 	if err != nil || p.bug != "duplicate-lb" {
 		return status, err
 	}
@@ -182,11 +197,58 @@ func (p *provider) DeleteRoute(ctx context.Context, cluster string, rt *abi.Rout
 	return err
 }
 
+// The Instances (v1) methods, from the InstancesV2 ones.
+
+func (p *provider) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
+	node := &abi.Node{ProviderID: providerID}
+	exists, err := p.Provider.InstanceExists(ctx, node)
+	if err != nil && simcloudNode(node) && p.bug == "v1-gone-on-error" {
+		return false, nil
+	}
+	return exists, err
+}
+
+func (p *provider) InstanceShutdownByProviderID(ctx context.Context, providerID string) (bool, error) {
+	return p.Provider.InstanceShutdown(ctx, &abi.Node{ProviderID: providerID})
+}
+
+func (p *provider) InstanceID(ctx context.Context, nodeName string) (string, error) {
+	m, err := p.Provider.InstanceMetadata(ctx, &abi.Node{Name: nodeName})
+	if err != nil {
+		if p.bug == "instanceid-notfound-on-error" {
+			return "", sdk.ErrNotFound
+		}
+		return "", err
+	}
+	return strings.TrimPrefix(m.ProviderID, simcloud.ProviderIDPrefix), nil
+}
+
+func (p *provider) NodeAddresses(context.Context, string) ([]abi.NodeAddress, error) {
+	return nil, sdk.ErrNotImplemented
+}
+
+func (p *provider) NodeAddressesByProviderID(context.Context, string) ([]abi.NodeAddress, error) {
+	return nil, sdk.ErrNotImplemented
+}
+
+func (p *provider) InstanceType(context.Context, string) (string, error) {
+	return "", sdk.ErrNotImplemented
+}
+
+func (p *provider) InstanceTypeByProviderID(context.Context, string) (string, error) {
+	return "", sdk.ErrNotImplemented
+}
+
+func (p *provider) CurrentNodeName(_ context.Context, hostname string) (string, error) {
+	return hostname, nil
+}
+
 func init() {
 	host := sdk.Imports()
 	p := &provider{Provider: simcloud.New(host), host: host}
 	sdk.Set(p)
 	instancesv2.Set(p)
+	instances.Set(p)
 	loadbalancer.Set(p)
 	routes.Set(p)
 	zones.Set(p)
