@@ -210,7 +210,11 @@ func (b *bucket) reserve(now, latest time.Time) (at time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	at = later(later(now, b.tat.Add(-b.tau)), b.pausedUntil)
-	if b.pace > b.interval && now.Before(b.paceUntil) {
+	// The cloud's pace holds even when it is no slower than our own: our
+	// burst may be fuller than the cloud's quota (other clients spend it
+	// too, or our own count drifted from the cloud's), and while the
+	// cloud says the quota is low, a burst is what drives it to 429.
+	if b.pace > 0 && now.Before(b.paceUntil) {
 		at = later(at, b.last.Add(b.pace))
 	}
 	if at.After(now) && !latest.IsZero() && at.After(latest) {

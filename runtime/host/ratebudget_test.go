@@ -167,6 +167,21 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 	}
 }
 
+// TestRateBucketLowQuotaStopsBurst: a bucket configured like the cloud's
+// quota (Hetzner's 3,600 an hour, burst 3,600) still has burst left when
+// the cloud says only a few requests remain, as happens when the two
+// drift or other clients share the quota: it then goes at the cloud's
+// refill, not at once.
+func TestRateBucketLowQuotaStopsBurst(t *testing.T) {
+	b := testBucket(t, 1, 3600)
+	b.observe(t0, 200, quotaHeader(3600, 50, t0.Add(3550*time.Second)))
+	first, _ := b.reserve(t0, time.Time{})
+	second, _ := b.reserve(t0, time.Time{})
+	if first != t0 || second.Sub(first) != time.Second {
+		t.Fatalf("requests at %v and %v, want 0 and 1s", first.Sub(t0), second.Sub(t0))
+	}
+}
+
 func TestThrottleReportsOncePerMinute(t *testing.T) {
 	b := testBucket(t, 1, 1)
 	for _, c := range []struct {
