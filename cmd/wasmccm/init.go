@@ -40,6 +40,7 @@ var providerName = regexp.MustCompile(`^[a-z][a-z0-9-]{0,40}$`)
 // TinyGo or Go, an example cloud-config and a test spec for wasmccm test.
 func initCommand(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("init", flag.ContinueOnError)
+	fs.SetOutput(stdout)
 	module := fs.String("module", "", "Go module path of the provider (default NAME)")
 	dir := fs.String("dir", "", "directory to create (default NAME)")
 	version := fs.String("sdk-version", sdkVersion, "version of the ABI and SDK modules (github.com/wasmccm/wasmccm/abi, .../modules/sdk) to require")

@@ -132,6 +132,7 @@ func orNone(s string) string {
 
 func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig")
 	inputPath := fs.String("input", "-", "JSON input file, - for standard input")
 	trace := fs.Bool("trace", false, "print the module's HTTP requests (method, URL, status, duration) and log lines to standard error, credentials redacted")

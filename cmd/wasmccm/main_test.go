@@ -114,3 +114,19 @@ func TestCallAppliesModuleChecks(t *testing.T) {
 		t.Fatalf("exit %d, %s; want the pin refused", code, errOut)
 	}
 }
+
+// TestHelp: -h prints help and exits 0 on every subcommand; none takes it
+// for a file name.
+func TestHelp(t *testing.T) {
+	for _, sub := range []string{"init", "validate", "call", "test", "methods", "push", "pull"} {
+		for _, flag := range []string{"-h", "--help"} {
+			code, out, errOut := runCLI(t, "", sub, flag)
+			if code != 0 || !strings.Contains(out+errOut, "usage") && !strings.Contains(out+errOut, "Usage") {
+				t.Errorf("wasmccm %s %s: exit %d\n%s%s", sub, flag, code, out, errOut)
+			}
+			if strings.Contains(out+errOut, "no such file") {
+				t.Errorf("wasmccm %s %s opened a file: %s%s", sub, flag, out, errOut)
+			}
+		}
+	}
+}

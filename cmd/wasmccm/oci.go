@@ -29,6 +29,7 @@ func registryFlags(fs *flag.FlagSet) func() oci.Options {
 // digest, the value for module.image in the cloud-config.
 func push(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("push", flag.ContinueOnError)
+	fs.SetOutput(stdout)
 	options := registryFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -54,6 +55,7 @@ func push(args []string, stdout io.Writer) error {
 // file.
 func pull(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("pull", flag.ContinueOnError)
+	fs.SetOutput(stdout)
 	options := registryFlags(fs)
 	out := fs.String("o", "module.wasm", "file to write the module to")
 	allowTags := fs.Bool("allow-tags", false, "accept a reference without a digest")
