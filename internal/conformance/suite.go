@@ -2,12 +2,25 @@
 // clusters safe, by running it in the real host against the author's cloud
 // (or a fake of it) and injecting faults into its HTTP requests in the
 // host's HTTP layer: 5xx, 429 with Retry-After, connection reset, timeout,
-// truncated body and 401, one request at a time. The module cannot tell an
-// injected fault from the cloud's own, so what it answers is what it would
-// answer in production.
+// truncated body, 401, 403 and 400, one request at a time, the second and
+// later requests of a call (page 2 of a listing) too. The module cannot
+// tell an injected fault from the cloud's own, so what it answers is what
+// it would answer in production.
+//
+// Every answer on which an upstream controller deletes, taints or gives up
+// something is checked under every fault: InstanceExists false, NotFound
+// from InstanceMetadata, InstanceShutdown, InstanceID and
+// GetZoneByProviderID, InstanceShutdown true, GetLoadBalancer exists=false,
+// a create by EnsureLoadBalancer of one that exists, ListRoutes missing or
+// blackholing a route, and the success of EnsureLoadBalancerDeleted and
+// DeleteRoute, which must rest on the cloud's own 2xx or 404 to a
+// destroying request as the interceptor saw it.
+//
+// Requests reach the cloud at Options.Rate; the cloud's own 429s are
+// waited out and reported, never scored against the module.
 //
 // The rules are the constants Rule*; every failure names its rule and the
-// exact requests and answers of the call that broke it.
+// exact requests and answers of the call that broke it, bodies included.
 package conformance
 
 import (
