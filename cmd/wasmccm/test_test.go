@@ -254,6 +254,7 @@ func TestConformanceBrokenModules(t *testing.T) {
 // 429 with Retry-After beyond), and with limited credentials, a second
 // token the cloud refuses with 403 for everything but reads.
 func TestConformanceRateLimitedCloud(t *testing.T) {
+	t.Parallel() // it mostly waits on the pace, while the other runs compute
 	const limitedToken = "read-only-token-9876"
 	var mu sync.Mutex
 	tokens, last := 20.0, time.Now()
