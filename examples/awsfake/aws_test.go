@@ -1,9 +1,11 @@
 package awsfake_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -47,9 +49,10 @@ func newClients(t *testing.T, opts awsfake.Options) clients {
 }
 
 // sdkConfig configures a client for the fake; attempts is the SDK's
-// retry budget, with no backoff delay.
+// retry budget, with no backoff delay. Request bodies go through
+// bufferedBodies.
 func sdkConfig(srv *httptest.Server, key, secret string, attempts int) aws.Config {
-	return aws.Config{Region: awsfake.DefaultRegion, BaseEndpoint: aws.String(srv.URL), HTTPClient: srv.Client(),
+	return aws.Config{Region: awsfake.DefaultRegion, BaseEndpoint: aws.String(srv.URL), HTTPClient: &http.Client{Transport: bufferedBodies{srv.Client().Transport}},
 		Credentials: credentials.NewStaticCredentialsProvider(key, secret, ""),
 		Retryer: func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
@@ -57,6 +60,29 @@ func sdkConfig(srv *httptest.Server, key, secret string, attempts int) aws.Confi
 				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
 			})
 		}}
+}
+
+// bufferedBodies hands net/http a copy of each request body. Without it,
+// aws-sdk-go-v2 requests to a server as quick as an in-process one fail now
+// and then with "use of closed network connection": once a body of
+// ContentLength bytes is written, net/http's writeLoop reads it once more to
+// check that nothing is left, the SDK has by then been answered and closed
+// its body stream, the read fails and writeLoop closes the connection while
+// the answer is being read (as in aws/aws-sdk-go-v2 issues #1825 and
+// #2737). The bytes sent, and so the signature, are the SDK's own.
+type bufferedBodies struct{ next http.RoundTripper }
+
+func (b bufferedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Body != nil && r.Body != http.NoBody {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r = r.Clone(r.Context())
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	}
+	return b.next.RoundTrip(r)
 }
 
 // apiCode returns the API error code the SDK decoded, and the HTTP status.
@@ -100,6 +126,13 @@ func TestDescribeInstances(t *testing.T) {
 	}
 	if _, err := cl.cloud.AddInstance(awsfake.Instance{Tags: map[string]string{"Name": "other"}, NoPublicIP: true}); err != nil {
 		t.Fatal(err)
+	}
+	public := map[string]bool{}
+	for _, in := range cl.cloud.Instances() {
+		if in.PublicIP != "" && public[in.PublicIP] {
+			t.Fatalf("public address %s given twice", in.PublicIP)
+		}
+		public[in.PublicIP] = true
 	}
 	if err := cl.cloud.StopInstance(ids[1]); err != nil {
 		t.Fatal(err)
@@ -272,6 +305,19 @@ func TestRoutes(t *testing.T) {
 	wantCode(t, err, "InvalidRouteTableID.NotFound", 400)
 	_, err = cl.ec2.CreateRoute(ctx, &ec2.CreateRouteInput{RouteTableId: aws.String(rt.ID),
 		DestinationCidrBlock: aws.String("10.244.9.0/24"), InstanceId: aws.String("i-0123456789abcdef0")})
+	wantCode(t, err, "InvalidInstanceID.NotFound", 400)
+
+	// The route controller turns off source/destination checks.
+	if _, err := cl.ec2.ModifyInstanceAttribute(ctx, &ec2.ModifyInstanceAttributeInput{InstanceId: aws.String(a.ID),
+		SourceDestCheck: &ec2types.AttributeBooleanValue{Value: aws.Bool(false)}}); err != nil {
+		t.Fatal(err)
+	}
+	desc, err := cl.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{a.ID, b.ID}})
+	if err != nil || aws.ToBool(desc.Reservations[0].Instances[0].SourceDestCheck) || !aws.ToBool(desc.Reservations[1].Instances[0].SourceDestCheck) {
+		t.Fatalf("source/destination checks after ModifyInstanceAttribute: %+v, %v", desc, err)
+	}
+	_, err = cl.ec2.ModifyInstanceAttribute(ctx, &ec2.ModifyInstanceAttributeInput{InstanceId: aws.String("i-0123456789abcdef0"),
+		SourceDestCheck: &ec2types.AttributeBooleanValue{Value: aws.Bool(false)}})
 	wantCode(t, err, "InvalidInstanceID.NotFound", 400)
 
 	if err := cl.cloud.TerminateInstance(b.ID); err != nil {
@@ -526,9 +572,30 @@ func TestLoadBalancers(t *testing.T) {
 		Instances: []elbtypes.Instance{{InstanceId: aws.String(a.ID)}}})
 	wantCode(t, err, "LoadBalancerNotFound", 400)
 
-	// The load balancer holds its security group.
-	sgs := cl.cloud.SecurityGroups()
-	_ = sgs
+	att, err := cl.elb.AttachLoadBalancerToSubnets(ctx, &elb.AttachLoadBalancerToSubnetsInput{LoadBalancerName: aws.String(name),
+		Subnets: []string{subnets[2].ID}})
+	if err != nil || len(att.Subnets) != 3 {
+		t.Fatalf("attach subnet: %+v, %v", att, err)
+	}
+	det, err := cl.elb.DetachLoadBalancerFromSubnets(ctx, &elb.DetachLoadBalancerFromSubnetsInput{LoadBalancerName: aws.String(name),
+		Subnets: []string{subnets[0].ID}})
+	if err != nil || len(det.Subnets) != 2 {
+		t.Fatalf("detach subnet: %+v, %v", det, err)
+	}
+	if got := cl.cloud.LoadBalancers()[3]; !slices.Equal(got.Zones, []string{"us-east-1b", "us-east-1c"}) {
+		t.Fatalf("zones after attach and detach: %v", got.Zones)
+	}
+	// A group a load balancer uses cannot be deleted.
+	sg, err := cl.ec2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("lb"), Description: aws.String("lb")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.elb.ApplySecurityGroupsToLoadBalancer(ctx, &elb.ApplySecurityGroupsToLoadBalancerInput{LoadBalancerName: aws.String(name),
+		SecurityGroups: []string{aws.ToString(sg.GroupId)}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId})
+	wantCode(t, err, "DependencyViolation", 400)
 	if _, err := cl.elb.DeleteLoadBalancer(ctx, &elb.DeleteLoadBalancerInput{LoadBalancerName: aws.String(name)}); err != nil {
 		t.Fatal(err)
 	}
@@ -537,6 +604,9 @@ func TestLoadBalancers(t *testing.T) {
 	}
 	if got := len(cl.cloud.LoadBalancers()); got != 6 {
 		t.Fatalf("%d load balancers left, want 6", got)
+	}
+	if _, err := cl.ec2.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: sg.GroupId}); err != nil {
+		t.Fatalf("deleting the group once its load balancer is gone: %v", err)
 	}
 }
 

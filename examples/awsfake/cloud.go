@@ -29,6 +29,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -86,7 +87,10 @@ type Instance struct {
 	// NoPublicIP; PublicDNSName is derived from it.
 	PublicIP, PublicDNSName string
 	NoPublicIP              bool
-	ImageID                 string
+	// NoSourceDestCheck is source/destination checking turned off, as a
+	// node routing pod traffic needs (ModifyInstanceAttribute).
+	NoSourceDestCheck bool
+	ImageID           string
 	// SecurityGroups are group IDs; the VPC's default group by default.
 	SecurityGroups []string
 	Tags           map[string]string
@@ -311,7 +315,7 @@ func (c *Cloud) AddInstance(in Instance) (Instance, error) {
 	}
 	in.PrivateDNSName = cmpOr(in.PrivateDNSName, c.privateDNS(in.PrivateIP))
 	if !in.NoPublicIP && in.PublicIP == "" {
-		in.PublicIP = fmt.Sprintf("203.0.113.%d", c.seq%250+1)
+		in.PublicIP = c.freePublicIP()
 	}
 	if in.PublicIP != "" {
 		in.PublicDNSName = cmpOr(in.PublicDNSName, c.publicDNS(in.PublicIP))
@@ -381,6 +385,23 @@ func (c *Cloud) freeIP(s *Subnet) (string, error) {
 	return "", fmt.Errorf("subnet %s is full", s.ID)
 }
 
+// freePublicIP returns the lowest address of 203.0.113.0/24, then
+// 198.51.100.0/24, that no instance holds.
+func (c *Cloud) freePublicIP() string {
+	used := map[string]bool{}
+	for _, in := range c.instances {
+		used[in.PublicIP] = true
+	}
+	for _, net := range []string{"203.0.113.", "198.51.100."} {
+		for i := 1; i < 255; i++ {
+			if ip := net + strconv.Itoa(i); !used[ip] {
+				return ip
+			}
+		}
+	}
+	return ""
+}
+
 // SetInstanceState changes an instance's state as the console would:
 // "stopped" drops its public address, "terminated" its addresses and DNS
 // names, from its load balancers and its routes' targets too (they read
@@ -412,7 +433,7 @@ func (c *Cloud) SetInstanceState(id, state string) error {
 		}
 	case "running":
 		if in.PublicIP == "" {
-			in.PublicIP = fmt.Sprintf("203.0.113.%d", (c.seq+len(c.instances))%250+1)
+			in.PublicIP = c.freePublicIP()
 			in.PublicDNSName = c.publicDNS(in.PublicIP)
 		}
 	}

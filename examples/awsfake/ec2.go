@@ -24,6 +24,7 @@ var ec2Actions = map[string]func(*call) (any, *apiError){
 	"DescribeAvailabilityZones":     (*call).describeAvailabilityZones,
 	"DescribeSubnets":               (*call).describeSubnets,
 	"DescribeVpcs":                  (*call).describeVpcs,
+	"ModifyInstanceAttribute":       (*call).modifyInstanceAttribute,
 }
 
 // XML shapes of EC2 responses.
@@ -141,7 +142,7 @@ func xmlTags(tags map[string]string) []xmlTag {
 func (c *Cloud) instanceXML(in *Instance) xmlInstance {
 	x := xmlInstance{InstanceID: in.ID, ImageID: in.ImageID, PrivateDNSName: in.PrivateDNSName, DNSName: in.PublicDNSName,
 		InstanceType: in.Type, LaunchTime: in.LaunchTime.UTC().Format("2006-01-02T15:04:05.000Z"), SubnetID: in.SubnetID, VpcID: in.VpcID,
-		PrivateIPAddress: in.PrivateIP, IPAddress: in.PublicIP, SourceDestCheck: true, Architecture: "x86_64",
+		PrivateIPAddress: in.PrivateIP, IPAddress: in.PublicIP, SourceDestCheck: !in.NoSourceDestCheck, Architecture: "x86_64",
 		RootDeviceType: "ebs", RootDeviceName: "/dev/xvda", VirtualizationType: "hvm", Tags: xmlTags(in.Tags), Hypervisor: "xen"}
 	x.InstanceState.Code, x.InstanceState.Name = stateCodes[in.State], in.State
 	x.Placement.AvailabilityZone, x.Placement.Tenancy = in.Zone, "default"
@@ -167,7 +168,7 @@ func (c *Cloud) instanceXML(in *Instance) xmlInstance {
 	ni := xmlNetworkInterface{NetworkInterfaceID: "eni-" + in.ID[2:], SubnetID: in.SubnetID, VpcID: in.VpcID, OwnerID: AccountID,
 		Status: "in-use", MacAddress: "0a:" + in.ID[len(in.ID)-10:len(in.ID)-8] + ":" + in.ID[len(in.ID)-8:len(in.ID)-6] + ":" +
 			in.ID[len(in.ID)-6:len(in.ID)-4] + ":" + in.ID[len(in.ID)-4:len(in.ID)-2] + ":" + in.ID[len(in.ID)-2:],
-		PrivateIPAddress: in.PrivateIP, PrivateDNSName: in.PrivateDNSName, SourceDestCheck: true, Groups: x.Groups,
+		PrivateIPAddress: in.PrivateIP, PrivateDNSName: in.PrivateDNSName, SourceDestCheck: !in.NoSourceDestCheck, Groups: x.Groups,
 		InterfaceType: "interface"}
 	ni.Attachment.AttachmentID, ni.Attachment.Status, ni.Attachment.DeleteOnTermination = "eni-attach-"+in.ID[2:], "attached", true
 	pip := xmlPrivateIP{PrivateIPAddress: in.PrivateIP, PrivateDNSName: in.PrivateDNSName, Primary: true}
@@ -263,6 +264,45 @@ func (cl *call) describeInstances() (any, *apiError) {
 			Instances: []xmlInstance{c.instanceXML(in)}})
 	}
 	return resp, nil
+}
+
+// modifyInstanceAttribute serves the attributes a CCM changes: source/
+// destination checking (SourceDestCheck.Value, or Attribute=sourceDestCheck
+// with Value) and security groups (GroupId.N).
+func (cl *call) modifyInstanceAttribute() (any, *apiError) {
+	id, err := cl.required("InstanceId")
+	if err != nil {
+		return nil, err
+	}
+	if !validID(id, "i") {
+		return nil, badRequest("InvalidInstanceID.Malformed", "Invalid id: \"%s\"", id)
+	}
+	in := cl.c.instances[id]
+	if in == nil || in.hiddenFor > 0 {
+		return nil, badRequest("InvalidInstanceID.NotFound", "The instance ID '%s' does not exist", id)
+	}
+	if in.State == "terminated" {
+		return nil, badRequest("IncorrectInstanceState", "The instance '%s' is not in a state from which it can be modified.", id)
+	}
+	sdc := cl.get("SourceDestCheck.Value")
+	if cl.get("Attribute") == "sourceDestCheck" {
+		sdc = cl.get("Value")
+	}
+	groups := cl.list("GroupId")
+	switch {
+	case sdc == "true" || sdc == "false":
+		in.NoSourceDestCheck = sdc == "false"
+	case len(groups) > 0:
+		for _, g := range groups {
+			if sg := cl.c.securityGroups[g]; sg == nil || sg.VpcID != in.VpcID {
+				return nil, badRequest("InvalidGroup.NotFound", "The security group '%s' does not exist in VPC '%s'", g, in.VpcID)
+			}
+		}
+		in.SecurityGroups = groups
+	default:
+		return nil, badRequest("InvalidParameterCombination", "No attribute specified, or one this fake does not change (sourceDestCheck and groupSet are served).")
+	}
+	return cl.ok("ModifyInstanceAttribute"), nil
 }
 
 func instanceMatches(in *Instance, filters []filter) (bool, *apiError) {

@@ -27,6 +27,8 @@ var elbActions = map[string]func(*call) (any, *apiError){
 	"ModifyLoadBalancerAttributes":        (*call).modifyAttributes,
 	"DescribeLoadBalancerAttributes":      (*call).describeAttributes,
 	"ApplySecurityGroupsToLoadBalancer":   (*call).applySecurityGroups,
+	"AttachLoadBalancerToSubnets":         (*call).attachSubnets,
+	"DetachLoadBalancerFromSubnets":       (*call).detachSubnets,
 }
 
 // elbResponse wraps an action's result as awsQuery does: <XResponse><XResult>
@@ -693,4 +695,61 @@ func (cl *call) applySecurityGroups() (any, *apiError) {
 		XMLName        xml.Name
 		SecurityGroups []string `xml:"SecurityGroups>member"`
 	}{resultName("ApplySecurityGroupsToLoadBalancer"), groups}), nil
+}
+
+func (cl *call) subnetsResult(action string, lb *LoadBalancer) elbResponse {
+	return cl.elb(action, struct {
+		XMLName xml.Name
+		Subnets []string `xml:"Subnets>member"`
+	}{resultName(action), lb.Subnets})
+}
+
+// attachSubnets adds subnets (one per zone, in the load balancer's VPC)
+// and their zones.
+func (cl *call) attachSubnets() (any, *apiError) {
+	lb, err := cl.lookup()
+	if err != nil {
+		return nil, err
+	}
+	ids := cl.list("Subnets")
+	if len(ids) == 0 {
+		return nil, validation("Subnets is required")
+	}
+	for _, id := range ids {
+		s := cl.c.subnets[id]
+		if s == nil {
+			return nil, badRequest("SubnetNotFound", "One or more subnets were not found: %s", id)
+		}
+		if s.VpcID != lb.VpcID {
+			return nil, badRequest("InvalidConfigurationRequest", "Subnet %s is not in the load balancer's VPC", id)
+		}
+		if slices.Contains(lb.Subnets, id) {
+			continue
+		}
+		if slices.Contains(lb.Zones, s.Zone) {
+			return nil, badRequest("InvalidConfigurationRequest", "Only one subnet per Availability Zone is allowed")
+		}
+		lb.Subnets = append(lb.Subnets, id)
+		lb.Zones = append(lb.Zones, s.Zone)
+	}
+	return cl.subnetsResult("AttachLoadBalancerToSubnets", lb), nil
+}
+
+// detachSubnets removes subnets and their zones; the last one stays.
+func (cl *call) detachSubnets() (any, *apiError) {
+	lb, err := cl.lookup()
+	if err != nil {
+		return nil, err
+	}
+	ids := cl.list("Subnets")
+	keep := slices.DeleteFunc(slices.Clone(lb.Subnets), func(s string) bool { return slices.Contains(ids, s) })
+	if len(keep) == 0 {
+		return nil, badRequest("InvalidConfigurationRequest", "A load balancer must keep at least one subnet")
+	}
+	lb.Subnets = keep
+	lb.Zones = nil
+	for _, id := range keep {
+		lb.Zones = append(lb.Zones, cl.c.subnets[id].Zone)
+	}
+	return cl.subnetsResult("DetachLoadBalancerFromSubnets", lb), nil
 }

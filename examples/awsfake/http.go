@@ -88,9 +88,10 @@ func writeXML(w http.ResponseWriter, status int, v any) {
 	if err != nil {
 		status, body = 500, []byte("<Response><Errors><Error><Code>InternalError</Code><Message>encoding the response failed</Message></Error></Errors></Response>")
 	}
+	body = append([]byte(xml.Header), body...)
 	w.Header().Set("Content-Type", "text/xml;charset=UTF-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(xml.Header))
 	_, _ = w.Write(body)
 }
 
