@@ -400,6 +400,10 @@ func TestSecurityGroupsAndTags(t *testing.T) {
 		aws.ToString(byID.SecurityGroups[0].IpPermissions[1].UserIdGroupPairs[0].GroupId) != id {
 		t.Fatalf("nodes' group: %+v, %v", byID, err)
 	}
+	referencing, err := cl.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{filter("ip-permission.group-id", id)}})
+	if err != nil || len(referencing.SecurityGroups) != 1 || aws.ToString(referencing.SecurityGroups[0].GroupId) != nodes.ID {
+		t.Fatalf("groups whose rules name %s: %+v, %v", id, referencing, err)
+	}
 	_, err = cl.ec2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{GroupIds: []string{"sg-0123456789abcdef0"}})
 	wantCode(t, err, "InvalidGroup.NotFound", 400)
 

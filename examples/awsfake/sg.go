@@ -102,6 +102,19 @@ func (cl *call) describeSecurityGroups() (any, *apiError) {
 				ok = ok && f.matches(sg.Description)
 			case "owner-id":
 				ok = ok && f.matches(AccountID)
+			case "ip-permission.group-id", "ip-permission.cidr", "ip-permission.protocol":
+				var have []string
+				for _, p := range sg.Ingress {
+					switch f.name {
+					case "ip-permission.group-id":
+						have = append(have, p.GroupIDs...)
+					case "ip-permission.cidr":
+						have = append(have, p.CIDRs...)
+					default:
+						have = append(have, p.Protocol)
+					}
+				}
+				ok = ok && f.matches(have...)
 			default:
 				return nil, invalidFilter(f.name)
 			}
