@@ -63,8 +63,10 @@ type Cloud struct {
 	// rollout is the module change in progress, nil when there is none:
 	// the only thing the call path looks at beyond the backend.
 	rollout atomic.Pointer[rollout]
-	// loaded and rejected are the digests of the module in service and of
-	// the last file refused; only the reload goroutine touches them.
+	// loaded is the digest of the module in service, rejected the last
+	// file refused: its digest when refused for its behaviour (shadow,
+	// probation), what its checks read (moduleFile.checked) when a check
+	// or the load failed. Only the reload goroutine touches them.
 	loaded   string
 	rejected string
 	events   *moduleEvents

@@ -29,6 +29,12 @@ func init() { legacyregistry.MustRegister(reloads) }
 type moduleFile struct {
 	wasm   []byte
 	digest string
+	// checked names everything its checks read: the module's digest, the
+	// pin, and the signature's and public key's contents (or why they
+	// could not be read). A rejection is remembered under it, so that a
+	// signature or key arriving after the module file (another ConfigMap
+	// or Secret, a key rotation) is checked again.
+	checked string
 }
 
 // ReadModule reads the module cfg names and applies every check it asks
@@ -47,17 +53,19 @@ func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
 	}
 	sum := sha256.Sum256(raw)
 	file := moduleFile{digest: hex.EncodeToString(sum[:])}
+	file.checked = file.digest + " pin " + cfg.SHA256
 	if err := host.CheckSHA256(raw, cfg.SHA256); err != nil {
 		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
 	}
 	if cfg.PublicKeyPath != "" {
-		key, err := os.ReadFile(cfg.PublicKeyPath)
-		if err != nil {
-			return file, fmt.Errorf("module public key: %w", err)
+		key, keyErr := os.ReadFile(cfg.PublicKeyPath)
+		sig, sigErr := os.ReadFile(cfg.SignaturePath)
+		file.checked += " key " + contentKey(key, keyErr) + " signature " + contentKey(sig, sigErr)
+		if keyErr != nil {
+			return file, fmt.Errorf("module public key: %w", keyErr)
 		}
-		sig, err := os.ReadFile(cfg.SignaturePath)
-		if err != nil {
-			return file, fmt.Errorf("module signature: %w", err)
+		if sigErr != nil {
+			return file, fmt.Errorf("module signature: %w", sigErr)
 		}
 		if err := host.VerifySignature(raw, key, sig); err != nil {
 			return file, fmt.Errorf("module %s: %w", cfg.Path, err)
@@ -67,6 +75,15 @@ func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
 		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
 	}
 	return file, nil
+}
+
+// contentKey names a file's content, or the error reading it.
+func contentKey(b []byte, err error) string {
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // watch polls the module file. Polling rather than inotify: the kubelet
@@ -94,12 +111,15 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 	if err == nil && (file.digest == c.loaded || file.digest == c.candidate()) {
 		return
 	}
-	// A rejected file is reported once, not at every poll.
-	rejection := file.digest
+	// A rejected file is reported once, not at every poll: a file that
+	// failed a check under everything the check read (file.checked), one
+	// rejected in shadow or probation under its digest, whatever its
+	// signature.
+	rejection := file.checked
 	if rejection == "" && err != nil {
 		rejection = err.Error()
 	}
-	if rejection == c.rejected {
+	if rejection == c.rejected || (err == nil && file.digest == c.rejected) {
 		return
 	}
 	var mod Backend

@@ -2,8 +2,14 @@ package provider
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -16,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
@@ -246,5 +253,53 @@ func TestDeletionBudgetOverModule(t *testing.T) {
 	}
 	if len(gone) != 2 || !gone["node-0"] || !gone["node-1"] {
 		t.Fatalf("answered gone for %v; want node-0 and node-1 only", gone)
+	}
+}
+
+// TestRejectionCoversSignature: a module file whose signature has not
+// arrived yet is rejected once, not at every poll, and checked again when
+// the signature arrives, although the module file did not change.
+func TestRejectionCoversSignature(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	dir := t.TempDir()
+	pubPath, sigPath := filepath.Join(dir, "cosign.pub"), filepath.Join(dir, "provider.wasm.sig")
+	writeFile(t, pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	sign := func(b []byte) {
+		sum := sha256.Sum256(b)
+		sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, sigPath, []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
+	}
+	wasm := guest(t, "testprovider")
+	sign(wasm)
+	c := newCloud(t, wasm, func(cfg *Config) {
+		cfg.Module.PublicKeyPath, cfg.Module.SignaturePath = pubPath, sigPath
+		cfg.Module.Rollout = RolloutConfig{Shadow: ShadowConfig{Disabled: true}}
+	})
+	ctx := context.Background()
+
+	// The new module (the same code, gzipped) lands before its signature.
+	next := gz(t, wasm)
+	writeFile(t, c.cfg.Module.Path, next)
+	sum := sha256.Sum256(next)
+	nextDigest := hex.EncodeToString(sum[:])
+	rejections := func() float64 { v, _ := testutil.GetCounterMetricValue(reloads.WithLabelValues("rejected")); return v }
+	before := rejections()
+	for range 3 {
+		c.reloadIfChanged(ctx)
+	}
+	if got := rejections() - before; got != 1 || c.loaded == nextDigest {
+		t.Fatalf("%v rejections over three polls, loaded %s; want one rejection and the old module in service", got, c.loaded)
+	}
+	sign(next)
+	c.reloadIfChanged(ctx)
+	if c.loaded != nextDigest {
+		t.Fatalf("loaded %s after the signature arrived, want %s", c.loaded, nextDigest)
 	}
 }
