@@ -306,47 +306,35 @@ func (cl *call) modifyInstanceAttribute() (any, *apiError) {
 }
 
 func instanceMatches(in *Instance, filters []filter) (bool, *apiError) {
-	for _, f := range filters {
-		if m, ok := f.matchTags(in.Tags); ok {
-			if !m {
-				return false, nil
-			}
-			continue
-		}
-		var have []string
-		switch f.name {
+	return matchFilters(filters, in.Tags, true, func(name string) ([]string, bool) {
+		switch name {
 		case "instance-id":
-			have = []string{in.ID}
+			return []string{in.ID}, true
 		case "private-dns-name":
-			have = []string{in.PrivateDNSName}
+			return []string{in.PrivateDNSName}, true
 		case "dns-name":
-			have = []string{in.PublicDNSName}
+			return []string{in.PublicDNSName}, true
 		case "instance-state-name":
-			have = []string{in.State}
+			return []string{in.State}, true
 		case "instance-state-code":
-			have = []string{strconv.Itoa(stateCodes[in.State])}
+			return []string{strconv.Itoa(stateCodes[in.State])}, true
 		case "availability-zone":
-			have = []string{in.Zone}
+			return []string{in.Zone}, true
 		case "vpc-id":
-			have = []string{in.VpcID}
+			return []string{in.VpcID}, true
 		case "subnet-id":
-			have = []string{in.SubnetID}
+			return []string{in.SubnetID}, true
 		case "private-ip-address", "network-interface.addresses.private-ip-address":
-			have = []string{in.PrivateIP}
+			return []string{in.PrivateIP}, true
 		case "ip-address":
-			have = []string{in.PublicIP}
+			return []string{in.PublicIP}, true
 		case "instance-type":
-			have = []string{in.Type}
+			return []string{in.Type}, true
 		case "instance.group-id":
-			have = in.SecurityGroups
-		default:
-			return false, invalidFilter(f.name)
+			return in.SecurityGroups, true
 		}
-		if !f.matches(have...) {
-			return false, nil
-		}
-	}
-	return true, nil
+		return nil, false
+	})
 }
 
 // paginate cuts list at the opaque token and returns the next one; no
@@ -450,24 +438,21 @@ func (cl *call) describeRouteTables() (any, *apiError) {
 		if len(ids) > 0 && !slices.Contains(ids, id) {
 			continue
 		}
-		ok := true
-		for _, f := range filters {
-			if m, isTag := f.matchTags(rt.Tags); isTag {
-				ok = ok && m
-				continue
-			}
-			switch f.name {
+		ok, err := matchFilters(filters, rt.Tags, true, func(name string) ([]string, bool) {
+			switch name {
 			case "route-table-id":
-				ok = ok && f.matches(rt.ID)
+				return []string{rt.ID}, true
 			case "vpc-id":
-				ok = ok && f.matches(rt.VpcID)
+				return []string{rt.VpcID}, true
 			case "association.main":
-				ok = ok && f.matches(strconv.FormatBool(rt.Main))
+				return []string{strconv.FormatBool(rt.Main)}, true
 			case "association.subnet-id":
-				ok = ok && f.matches(rt.Subnets...)
-			default:
-				return nil, invalidFilter(f.name)
+				return rt.Subnets, true
 			}
+			return nil, false
+		})
+		if err != nil {
+			return nil, err
 		}
 		if ok {
 			list = append(list, rt)
@@ -675,22 +660,23 @@ func (cl *call) describeAvailabilityZones() (any, *apiError) {
 		}
 		x := zone{ZoneName: z, ZoneID: "use1-az" + strconv.Itoa(i+1), ZoneState: "available", RegionName: cl.c.opts.Region,
 			ZoneType: "availability-zone", OptInStatus: "opt-in-not-required", GroupName: cl.c.opts.Region}
-		ok := true
-		for _, f := range filters {
-			switch f.name {
+		ok, err := matchFilters(filters, nil, false, func(name string) ([]string, bool) {
+			switch name {
 			case "zone-name":
-				ok = ok && f.matches(z)
+				return []string{z}, true
 			case "zone-id":
-				ok = ok && f.matches(x.ZoneID)
+				return []string{x.ZoneID}, true
 			case "region-name":
-				ok = ok && f.matches(x.RegionName)
+				return []string{x.RegionName}, true
 			case "state":
-				ok = ok && f.matches("available")
+				return []string{"available"}, true
 			case "zone-type":
-				ok = ok && f.matches(x.ZoneType)
-			default:
-				return nil, invalidFilter(f.name)
+				return []string{x.ZoneType}, true
 			}
+			return nil, false
+		})
+		if err != nil {
+			return nil, err
 		}
 		if ok {
 			resp.Zones = append(resp.Zones, x)
@@ -726,28 +712,25 @@ func (cl *call) describeSubnets() (any, *apiError) {
 		if len(ids) > 0 && !slices.Contains(ids, s.ID) {
 			continue
 		}
-		ok := true
-		for _, f := range filters {
-			if m, isTag := f.matchTags(s.Tags); isTag {
-				ok = ok && m
-				continue
-			}
-			switch f.name {
+		ok, err := matchFilters(filters, s.Tags, true, func(name string) ([]string, bool) {
+			switch name {
 			case "subnet-id":
-				ok = ok && f.matches(s.ID)
+				return []string{s.ID}, true
 			case "vpc-id":
-				ok = ok && f.matches(s.VpcID)
+				return []string{s.VpcID}, true
 			case "availability-zone":
-				ok = ok && f.matches(s.Zone)
+				return []string{s.Zone}, true
 			case "cidr-block", "cidr":
-				ok = ok && f.matches(s.CIDR)
+				return []string{s.CIDR}, true
 			case "default-for-az":
-				ok = ok && f.matches(strconv.FormatBool(s.Default))
+				return []string{strconv.FormatBool(s.Default)}, true
 			case "state":
-				ok = ok && f.matches("available")
-			default:
-				return nil, invalidFilter(f.name)
+				return []string{"available"}, true
 			}
+			return nil, false
+		})
+		if err != nil {
+			return nil, err
 		}
 		if ok {
 			list = append(list, subnet{SubnetID: s.ID, SubnetArn: "arn:aws:ec2:" + c.opts.Region + ":" + AccountID + ":subnet/" + s.ID,
@@ -802,24 +785,21 @@ func (cl *call) describeVpcs() (any, *apiError) {
 		if len(ids) > 0 && !slices.Contains(ids, id) {
 			continue
 		}
-		ok := true
-		for _, f := range filters {
-			if m, isTag := f.matchTags(v.Tags); isTag {
-				ok = ok && m
-				continue
-			}
-			switch f.name {
+		ok, err := matchFilters(filters, v.Tags, true, func(name string) ([]string, bool) {
+			switch name {
 			case "vpc-id":
-				ok = ok && f.matches(v.ID)
+				return []string{v.ID}, true
 			case "cidr", "cidr-block":
-				ok = ok && f.matches(v.CIDR)
+				return []string{v.CIDR}, true
 			case "is-default", "isDefault":
-				ok = ok && f.matches(strconv.FormatBool(v.Default))
+				return []string{strconv.FormatBool(v.Default)}, true
 			case "state":
-				ok = ok && f.matches("available")
-			default:
-				return nil, invalidFilter(f.name)
+				return []string{"available"}, true
 			}
+			return nil, false
+		})
+		if err != nil {
+			return nil, err
 		}
 		if ok {
 			resp.Vpcs = append(resp.Vpcs, vpc{VpcID: v.ID, OwnerID: AccountID, State: "available", CidrBlock: v.CIDR,

@@ -476,6 +476,29 @@ func (f filter) matchTags(tags map[string]string) (match, ok bool) {
 	return false, false
 }
 
+// matchFilters applies every filter to one object: tag filters to tags
+// when the object is tagged, every other name to the values field
+// returns for it (ok false: a name the object cannot be filtered by,
+// which EC2 refuses). All filters must match.
+func matchFilters(filters []filter, tags map[string]string, tagged bool, field func(name string) (values []string, ok bool)) (bool, *apiError) {
+	for _, f := range filters {
+		if m, isTag := f.matchTags(tags); isTag && tagged {
+			if !m {
+				return false, nil
+			}
+			continue
+		}
+		have, ok := field(f.name)
+		if !ok {
+			return false, invalidFilter(f.name)
+		}
+		if !f.matches(have...) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 // wildcard matches s against pattern, where * is any run and ? any one
 // character.
 func wildcard(pattern, s string) bool {

@@ -85,27 +85,22 @@ func (cl *call) describeSecurityGroups() (any, *apiError) {
 		if len(ids) > 0 && !slices.Contains(ids, id) || len(names) > 0 && !slices.Contains(names, sg.Name) {
 			continue
 		}
-		ok := true
-		for _, f := range filters {
-			if m, isTag := f.matchTags(sg.Tags); isTag {
-				ok = ok && m
-				continue
-			}
-			switch f.name {
+		ok, err := matchFilters(filters, sg.Tags, true, func(name string) ([]string, bool) {
+			switch name {
 			case "group-id":
-				ok = ok && f.matches(sg.ID)
+				return []string{sg.ID}, true
 			case "group-name":
-				ok = ok && f.matches(sg.Name)
+				return []string{sg.Name}, true
 			case "vpc-id":
-				ok = ok && f.matches(sg.VpcID)
+				return []string{sg.VpcID}, true
 			case "description":
-				ok = ok && f.matches(sg.Description)
+				return []string{sg.Description}, true
 			case "owner-id":
-				ok = ok && f.matches(AccountID)
+				return []string{AccountID}, true
 			case "ip-permission.group-id", "ip-permission.cidr", "ip-permission.protocol":
 				var have []string
 				for _, p := range sg.Ingress {
-					switch f.name {
+					switch name {
 					case "ip-permission.group-id":
 						have = append(have, p.GroupIDs...)
 					case "ip-permission.cidr":
@@ -114,10 +109,12 @@ func (cl *call) describeSecurityGroups() (any, *apiError) {
 						have = append(have, p.Protocol)
 					}
 				}
-				ok = ok && f.matches(have...)
-			default:
-				return nil, invalidFilter(f.name)
+				return have, true
 			}
+			return nil, false
+		})
+		if err != nil {
+			return nil, err
 		}
 		if ok {
 			list = append(list, xmlSecurityGroup{OwnerID: AccountID, GroupID: sg.ID, GroupName: sg.Name, Description: sg.Description,
