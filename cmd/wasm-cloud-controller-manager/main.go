@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -24,7 +25,6 @@ import (
 )
 
 func main() {
-	provider.Register()
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
 		klog.Fatalf("unable to initialize command options: %v", err)
@@ -34,16 +34,21 @@ func main() {
 	os.Exit(cli.Run(cmd))
 }
 
-// initCloud builds the provider from --cloud-config. A module that cannot
-// be loaded stops the CCM here with the reason, before any controller runs.
+// initCloud builds the provider from --cloud-config, with the cluster's
+// last-known-good module at hand. When neither the configured module nor
+// the last-known-good can serve, the CCM stops here with the reasons,
+// before any controller runs.
 func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	shared := c.ComponentConfig.KubeCloudShared.CloudProvider
-	cloud, err := cloudprovider.InitCloudProvider(shared.Name, shared.CloudConfigFile)
+	if shared.Name != provider.ProviderName {
+		klog.Fatalf("unknown cloud provider %q; wasm-cloud-controller-manager provides %q", shared.Name, provider.ProviderName)
+	}
+	if shared.CloudConfigFile == "" {
+		klog.Fatalf("cloud provider %q needs --cloud-config", provider.ProviderName)
+	}
+	cloud, err := provider.Open(context.Background(), shared.CloudConfigFile, c.Kubeconfig)
 	if err != nil {
 		klog.Fatalf("cloud provider could not be initialized: %v", err)
-	}
-	if cloud == nil {
-		klog.Fatalf("unknown cloud provider %q; wasm-cloud-controller-manager provides %q", shared.Name, provider.ProviderName)
 	}
 	return cloud
 }

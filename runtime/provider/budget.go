@@ -48,8 +48,9 @@ type MemoryBudget struct {
 	PoolSize, MemoryLimitMiB int
 	// SharedStateMiB is each copy's shared state, at its bound.
 	SharedStateMiB int
-	// Copies is 2 when hot reload is on: a new module's instances start
-	// while the old one's finish their calls.
+	// Copies is 2 when hot reload or the last-known-good record is on: a
+	// new module's instances run beside the old one's, in shadow and while
+	// the old one's finish their calls.
 	Copies int
 	// LimitMiB is the cgroup's limit, 0 when there is none; LimitFile
 	// says where it was read.
@@ -90,7 +91,7 @@ func (b MemoryBudget) String() string {
 // limits.fitPoolToMemory it lowers the pool size instead, down to one
 // instance. A configuration that fits sets the Go runtime's soft memory
 // limit to the manager's share (see limitGoMemory).
-func applyMemoryBudget(cfg *Config) error {
+func applyMemoryBudget(cfg *Config, twoModules bool) error {
 	b := MemoryBudget{PoolSize: cfg.Limits.PoolSize, MemoryLimitMiB: int(cfg.Limits.MemoryLimitMiB),
 		SharedStateMiB: int(cfg.Limits.SharedStateMiB), Copies: 1}
 	if b.SharedStateMiB == 0 {
@@ -102,7 +103,7 @@ func applyMemoryBudget(cfg *Config) error {
 	if b.MemoryLimitMiB == 0 {
 		b.MemoryLimitMiB = defaultMemoryLimitMiB
 	}
-	if cfg.Module.ReloadInterval.Duration > 0 {
+	if twoModules {
 		b.Copies = 2
 	}
 	limit, file, err := cgroupMemoryLimit(cgroupRoot)

@@ -100,7 +100,7 @@ func TestMemoryBudget(t *testing.T) {
 			if tc.reload {
 				cfg.Module.ReloadInterval = metav1.Duration{Duration: time.Second}
 			}
-			err := applyMemoryBudget(cfg)
+			err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -128,7 +128,7 @@ func TestGOMEMLIMITWins(t *testing.T) {
 	fakeCgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
 	t.Setenv("GOMEMLIMIT", "150MiB")
 	soft := recordGoMemoryLimit(t)
-	if err := applyMemoryBudget(&Config{Limits: LimitsConfig{PoolSize: 1, MemoryLimitMiB: 32}}); err != nil {
+	if err := applyMemoryBudget(&Config{Limits: LimitsConfig{PoolSize: 1, MemoryLimitMiB: 32}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if *soft != 0 {

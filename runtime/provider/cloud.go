@@ -8,11 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
+	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -23,24 +27,33 @@ import (
 // ProviderName is the --cloud-provider name wasmccm registers.
 const ProviderName = "wasm"
 
-// Register makes provider "wasm" available to cloudprovider.InitCloudProvider.
-func Register() {
-	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {
-		cfg, err := ParseConfig(r)
+// Open starts provider "wasm" as the CCM does: from the --cloud-config
+// file at cloudConfigPath, with the cluster reached through kube (nil: no
+// last-known-good record). The path lets a changed module.image be picked
+// up.
+func Open(ctx context.Context, cloudConfigPath string, kube *rest.Config) (*Cloud, error) {
+	f, err := os.Open(cloudConfigPath)
+	if err != nil {
+		return nil, fmt.Errorf("opening cloud-config: %w", err)
+	}
+	cfg, err := ParseConfig(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	var store *lastKnownGoodStore
+	if kube != nil && !cfg.Module.LastKnownGood.Disabled {
+		client, err := kubernetes.NewForConfig(rest.AddUserAgent(kube, "wasm-cloud-provider"))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("last-known-good record: %w", err)
 		}
-		// cloudprovider.InitCloudProvider passes the opened --cloud-config;
-		// its path lets a changed module.image be picked up.
-		var configPath string
-		if f, ok := r.(*os.File); ok {
-			configPath = f.Name()
-		}
-		if err := useImage(context.Background(), cfg, configPath); err != nil {
-			return nil, err
-		}
-		return New(context.Background(), cfg)
-	})
+		store = newLastKnownGoodStore(client.CoreV1(), cfg.Module.LastKnownGood)
+	}
+	// A module.image that cannot be pulled is, like a module file that
+	// cannot be read, a reason to serve the last-known-good if there is
+	// one (start).
+	pullErr := useImage(ctx, cfg, cloudConfigPath)
+	return start(ctx, cfg, store, pullErr)
 }
 
 // Backend answers the ABI's methods. A *host.Module is the backend of
@@ -63,13 +76,20 @@ type Cloud struct {
 	// rollout is the module change in progress, nil when there is none:
 	// the only thing the call path looks at beyond the backend.
 	rollout atomic.Pointer[rollout]
-	// loaded is the digest of the module in service, rejected the last
-	// file refused: its digest when refused for its behaviour (shadow,
-	// probation), what its checks read (moduleFile.checked) when a check
-	// or the load failed. Only the reload goroutine touches them.
-	loaded   string
-	rejected string
-	events   *moduleEvents
+	// served is the module in service, since servedSince; rejected the
+	// last file refused: its digest when refused for its behaviour
+	// (shadow, probation), what its checks read (moduleFile.checked) when
+	// a check or the load failed. Only the reload goroutine touches them
+	// once the CCM runs.
+	served      moduleFile
+	servedSince time.Time
+	rejected    string
+	// lastKnownGood is the record (lastknowngood.go), nil without one;
+	// recorded is the digest it holds, recordFailed the digest whose
+	// recording failed last.
+	lastKnownGood          *lastKnownGoodStore
+	recorded, recordFailed string
+	events                 *moduleEvents
 	// auth reports the credentials the host cannot apply; set by New.
 	auth *authEvents
 	// budget bounds Node deletions (deletionbudget.go); nil when disabled.
@@ -88,43 +108,163 @@ var (
 	_ cloudprovider.Clusters     = clusters{}
 )
 
-// New loads, verifies and starts the module cfg names. Any problem is an
-// error naming it; the CCM refuses to start rather than run without its
-// provider.
+// New loads, verifies and starts the module cfg names, without a
+// last-known-good record: any problem is an error naming it.
 func New(ctx context.Context, cfg *Config) (*Cloud, error) {
-	if err := applyMemoryBudget(cfg); err != nil {
-		return nil, err
-	}
-	file, err := readModuleFile(cfg.Module)
-	if err != nil {
+	return start(ctx, cfg, nil, nil)
+}
+
+// start decides which module serves first. The configured module serves
+// when there is no last-known-good record (first install) or it is the
+// recorded one. Otherwise the recorded module serves and the configured
+// one is rolled out as a hot reload would be, or, when it cannot be read,
+// verified or loaded, rejected. Only when neither can serve does the CCM
+// refuse to start. configuredErr is a problem found before reading the
+// configured module (a failed pull).
+func start(ctx context.Context, cfg *Config, store *lastKnownGoodStore, configuredErr error) (*Cloud, error) {
+	// A rollout, at start or by hot reload, runs two modules at once.
+	if err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
 		return nil, err
 	}
 	throttled := &rateEvents{}
+	var err error
 	if cfg.HTTP.budget, err = host.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
-	auth := &authEvents{}
-	mod, err := host.New(ctx, file.wasm, auth.hostConfig(cfg))
-	if err != nil {
-		return nil, fmt.Errorf("module %s: %w", cfg.Module.Path, err)
-	}
-	c := NewWithBackend(cfg, mod)
-	c.auth = auth
-	auth.cloud.Store(c)
+	c := newBareCloud(cfg)
+	c.lastKnownGood = store
+	c.auth = &authEvents{}
+	c.auth.cloud.Store(c)
 	throttled.cloud.Store(c)
-	c.loaded = file.digest
-	klog.InfoS("provider module loaded", "path", cfg.Module.Path, "sha256", file.digest,
-		"capabilities", mod.Info().Capabilities)
+
+	var file moduleFile
+	var configured Backend
+	if configuredErr == nil {
+		file, configuredErr = readModuleFile(cfg.Module)
+	}
+	if configuredErr == nil {
+		if configured, configuredErr = c.instantiate(ctx, file); configuredErr != nil {
+			configuredErr = fmt.Errorf("module %s: %w", cfg.Module.Path, configuredErr)
+		}
+	}
+	var record *recordedModule
+	var recordErr error
+	if store != nil {
+		record, recordErr = store.load(ctx)
+	}
+	if record == nil || (configuredErr == nil && record.digest == file.digest) {
+		if configuredErr != nil {
+			return nil, neitherServes(configuredErr, recordErr)
+		}
+		reason := "recorded"
+		if record == nil {
+			reason = "first_install"
+			c.noteFirstInstall(recordErr)
+		}
+		c.startServing(configured, file, "configured", reason, record)
+		return c, nil
+	}
+
+	recordFile, recorded, recordErr := c.loadRecorded(ctx, record)
+	switch {
+	case recordErr != nil && configuredErr != nil:
+		return nil, neitherServes(configuredErr, recordErr)
+	case recordErr != nil:
+		c.startServing(configured, file, "configured", "last_known_good_unusable", record)
+		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.digest, recordErr))
+	case configuredErr != nil:
+		c.startServing(recorded, recordFile, "last_known_good", "configured_unusable", record)
+		c.rejected = file.checked
+		if c.rejected == "" {
+			c.rejected = configuredErr.Error()
+		}
+		reloads.WithLabelValues("rejected").Inc()
+		c.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.digest, record.recordedAt, configuredErr))
+	case !slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities):
+		recorded.Close(ctx)
+		c.startServing(configured, file, "configured", "capabilities_changed", record)
+		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: its capabilities %v differ from the last-known-good's %v, and the controllers start with the configured ones",
+			file.digest, configured.Info().Capabilities, recorded.Info().Capabilities))
+	default:
+		c.startServing(recorded, recordFile, "last_known_good", "shadowing", record)
+		klog.InfoS("the configured module differs from the last-known-good, which serves while the configured one is rolled out",
+			"configuredSHA256", file.digest, "lastKnownGoodSHA256", record.digest, "recordedAt", record.recordedAt)
+		c.startRollout(configured, file)
+	}
 	return c, nil
+}
+
+// neitherServes is the error of a start where no module can serve.
+func neitherServes(configuredErr, recordErr error) error {
+	if recordErr == nil {
+		return configuredErr
+	}
+	return fmt.Errorf("%w; the last-known-good cannot stand in for it either: %w", configuredErr, recordErr)
+}
+
+// newBareCloud returns a Cloud with no module yet.
+func newBareCloud(cfg *Config) *Cloud {
+	c := &Cloud{cfg: cfg, events: &moduleEvents{}}
+	c.budget = newDeletionBudget(cfg.Safety.MaxNodeDeletions, c.nodeCount)
+	return c
 }
 
 // NewWithBackend returns a Cloud over any backend. Hot reload applies only
 // to module backends made by New.
 func NewWithBackend(cfg *Config, b Backend) *Cloud {
-	c := &Cloud{cfg: cfg, capabilities: b.Info()}
+	c := newBareCloud(cfg)
+	c.capabilities = b.Info()
 	c.backend.Store(&b)
-	c.budget = newDeletionBudget(cfg.Safety.MaxNodeDeletions, c.nodeCount)
 	return c
+}
+
+// startServing puts the first module in service; its capabilities decide
+// which controllers run.
+func (c *Cloud) startServing(b Backend, file moduleFile, served, reason string, record *recordedModule) {
+	c.capabilities = b.Info()
+	c.backend.Store(&b)
+	c.serve(file)
+	if record != nil {
+		c.recorded = record.digest
+	}
+	moduleStarts.WithLabelValues(served, reason).Inc()
+	klog.InfoS("provider module loaded", "path", c.cfg.Module.Path, "sha256", file.digest, "served", served, "reason", reason,
+		"capabilities", c.capabilities.Capabilities)
+}
+
+// serve notes file as the module in service.
+func (c *Cloud) serve(file moduleFile) {
+	c.served, c.servedSince = file, time.Now()
+}
+
+// loadRecorded checks and loads the last-known-good module.
+func (c *Cloud) loadRecorded(ctx context.Context, record *recordedModule) (moduleFile, Backend, error) {
+	file, err := record.moduleFile(c.cfg.Module)
+	if err == nil {
+		var mod Backend
+		if mod, err = c.instantiate(ctx, file); err == nil {
+			return file, mod, nil
+		}
+	}
+	return file, nil, fmt.Errorf("last-known-good module %s from %s: %w", record.digest, c.lastKnownGood, err)
+}
+
+// noteFirstInstall says why nothing guards this start but the deletion
+// budget.
+func (c *Cloud) noteFirstInstall(recordErr error) {
+	switch {
+	case recordErr != nil:
+		c.warnStart(fmt.Sprintf("module serves without a shadow period: the last-known-good record could not be read: %v", recordErr))
+	case c.lastKnownGood != nil:
+		klog.InfoS("no last-known-good module recorded yet (first install): the configured module serves, guarded by the deletion budget alone, and is recorded once it has served its rollback window",
+			"record", c.lastKnownGood)
+	}
+}
+
+// warnStart reports a start that did not go as configured.
+func (c *Cloud) warnStart(msg string) {
+	klog.ErrorS(nil, msg, "record", c.lastKnownGood)
+	c.events.emit(v1.EventTypeWarning, eventModuleStart, msg)
 }
 
 func moduleName(path string) string { return filepath.Base(path) }
@@ -148,16 +288,21 @@ func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) er
 	}
 }
 
-// Initialize starts hot reload when configured, and the Events about
-// reloads (on the CCM's Pod) and deferred Node deletions (on the Node and
-// the Pod). Modules themselves get no client: they reach their cloud, not
-// the cluster.
+// Initialize starts the Events about the module (on the CCM's Pod) and
+// deferred Node deletions (on the Node and the Pod), and the reload
+// goroutine when hot reload or the last-known-good record is on: it
+// advances a rollout begun at start and records the module in service.
+// Modules themselves get no client: they reach their cloud, not the
+// cluster.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
-	c.events = newModuleEvents(clientBuilder)
-	if c.cfg.Module.ReloadInterval.Duration > 0 && c.loaded != "" {
+	c.events.start(clientBuilder)
+	if c.served.digest == "" {
+		return
+	}
+	if c.cfg.Module.ReloadInterval.Duration > 0 || c.lastKnownGood != nil {
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { <-stop; cancel() }()
-		go c.watch(ctx, c.cfg.Module.ReloadInterval.Duration)
+		go c.watch(ctx)
 	}
 }
 

@@ -61,6 +61,10 @@ type ModuleConfig struct {
 	ReloadInterval metav1.Duration `json:"reloadInterval,omitempty"`
 	// Rollout says how a changed module file is taken into service.
 	Rollout RolloutConfig `json:"rollout,omitempty"`
+	// LastKnownGood records the module that served well in the cluster, so
+	// that a restart rolls a changed module out like a hot reload
+	// (lastknowngood.go).
+	LastKnownGood LastKnownGoodConfig `json:"lastKnownGood,omitempty"`
 }
 
 // LimitsConfig bounds the module's resources.

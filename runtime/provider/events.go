@@ -2,6 +2,7 @@ package provider
 
 import (
 	"os"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -17,6 +18,9 @@ const (
 	eventModuleReloaded       = "ModuleReloaded"
 	eventModuleRejected       = "ModuleRejected"
 	eventModuleRolledBack     = "ModuleRolledBack"
+	// eventModuleStart: the CCM started with another module than the
+	// configured one, or without the shadow period it would have had.
+	eventModuleStart          = "ModuleStart"
 	eventNodeDeletionDeferred = "NodeDeletionDeferred"
 	// eventCloudRateLimited: requests to a cloud origin were throttled, by
 	// the host's budget (http.rateLimits) or by the cloud's 429.
@@ -28,42 +32,72 @@ const (
 // sets them from the downward API): operators look there when a rollout of
 // a new module does not take effect. Events about one Node (a deferred
 // deletion) go on the Node as well, where `kubectl describe node` shows
-// them.
+// them. Events of the start, before the CCM has a client, are kept until
+// start gives it one.
 type moduleEvents struct {
+	mu       sync.Mutex
 	recorder record.EventRecorder
 	// pod is nil when the Pod's name is not known.
-	pod *v1.ObjectReference
+	pod     *v1.ObjectReference
+	pending []pendingEvent
+	started bool
 }
 
-func newModuleEvents(clientBuilder cloudprovider.ControllerClientBuilder) *moduleEvents {
+type pendingEvent struct{ eventType, reason, message string }
+
+// maxPendingEvents bounds what a start can report before Initialize.
+const maxPendingEvents = 16
+
+// start gives the Events a client and records those kept so far.
+func (e *moduleEvents) start(clientBuilder cloudprovider.ControllerClientBuilder) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.started = true
 	if clientBuilder == nil {
-		return nil
+		return
 	}
 	client, err := clientBuilder.Client("wasm-cloud-provider")
 	if err != nil {
 		klog.ErrorS(err, "module events disabled")
-		return nil
+		return
 	}
 	broadcaster := record.NewBroadcaster()
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	e := &moduleEvents{recorder: broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})}
+	e.recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
 	if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
 		e.pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
 	} else {
 		klog.InfoS("module events on the CCM's Pod disabled: POD_NAMESPACE and POD_NAME are not both set")
 	}
-	return e
+	for _, p := range e.pending {
+		e.emitLocked(p.eventType, p.reason, p.message)
+	}
+	e.pending = nil
 }
 
 func (e *moduleEvents) emit(eventType, reason, message string) {
-	if e != nil && e.pod != nil {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.started {
+		if len(e.pending) < maxPendingEvents {
+			e.pending = append(e.pending, pendingEvent{eventType, reason, message})
+		}
+		return
+	}
+	e.emitLocked(eventType, reason, message)
+}
+
+func (e *moduleEvents) emitLocked(eventType, reason, message string) {
+	if e.pod != nil {
 		e.recorder.Event(e.pod, eventType, reason, message)
 	}
 }
 
 // emitNode records an Event on node, when the Node cache identified it.
 func (e *moduleEvents) emitNode(node nodeRef, eventType, reason, message string) {
-	if e != nil && node.uid != "" {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.recorder != nil && node.uid != "" {
 		ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.name, UID: node.uid}
 		e.recorder.Event(ref, eventType, reason, message)
 	}

@@ -68,29 +68,38 @@ func (m *ModuleConfig) imageCache() *oci.Cache {
 // installed file. Pulls are retried for startPullTimeout, each failure
 // logged. With hot reload on and the cloud-config's path known, the
 // cloud-config is then polled for a changed module.image (see
-// watchImageReference).
+// watchImageReference), and a failed pull is retried there while the
+// last-known-good module serves, if there is one.
 func useImage(ctx context.Context, cfg *Config, cloudConfigPath string) error {
 	ref := cfg.Module.Image
 	if ref == "" {
 		return nil
+	}
+	served := filepath.Join(cfg.Module.ImageCacheDir, servedModuleFile)
+	cfg.Module.Path = served
+	watch := func(current, currentDigest string) {
+		if cloudConfigPath != "" && cfg.Module.ReloadInterval.Duration > 0 {
+			go watchImageReference(ctx, cloudConfigPath, current, currentDigest, served, cfg.Module.ReloadInterval.Duration)
+		}
 	}
 	startCtx, cancel := context.WithTimeout(ctx, startPullTimeout)
 	defer cancel()
 	m, err := cfg.Module.imageCache().FetchRetrying(startCtx, ref, startPullFirstTry, startPullMaxWait, func(err error, retryIn time.Duration) {
 		klog.ErrorS(err, "pulling the provider module; retrying", "image", ref, "retryIn", retryIn)
 	})
-	if err != nil {
-		return fmt.Errorf("module.image %s: %w", ref, err)
+	if err == nil {
+		err = install(served, m.Wasm)
 	}
-	served := filepath.Join(cfg.Module.ImageCacheDir, servedModuleFile)
-	if err := install(served, m.Wasm); err != nil {
+	if err != nil {
+		// The file left by an earlier run is not what module.image names.
+		if rmErr := os.Remove(served); rmErr != nil && !os.IsNotExist(rmErr) {
+			klog.ErrorS(rmErr, "removing the module of an earlier pull", "path", served)
+		}
+		watch("", "")
 		return fmt.Errorf("module.image %s: %w", ref, err)
 	}
 	klog.InfoS("provider module pulled", "image", ref, "digest", m.Digest, "moduleSHA256", m.LayerDigest)
-	cfg.Module.Path = served
-	if cloudConfigPath != "" && cfg.Module.ReloadInterval.Duration > 0 {
-		go watchImageReference(ctx, cloudConfigPath, ref, m.Digest, served, cfg.Module.ReloadInterval.Duration)
-	}
+	watch(ref, m.Digest)
 	return nil
 }
 

@@ -158,6 +158,9 @@ func TestModuleImage(t *testing.T) {
 		startPullTimeout = 1500 * time.Millisecond
 		fresh := load()
 		fresh.Module.ImageCacheDir = t.TempDir()
+		// A module installed by an earlier run is not what module.image names.
+		stale := filepath.Join(fresh.Module.ImageCacheDir, servedModuleFile)
+		writeFile(t, stale, v1)
 		start := time.Now()
 		err := useImage(ctx, fresh, "")
 		if err == nil || !strings.Contains(err.Error(), "module.image "+refs["v1"]) || !strings.Contains(err.Error(), "connection refused") {
@@ -166,8 +169,8 @@ func TestModuleImage(t *testing.T) {
 		if elapsed := time.Since(start); elapsed < startPullTimeout {
 			t.Errorf("gave up after %v, before retrying for %v", elapsed, startPullTimeout)
 		}
-		if fresh.Module.Path != "" {
-			t.Errorf("module.path set to %q after a failed pull", fresh.Module.Path)
+		if _, err := os.Stat(fresh.Module.Path); fresh.Module.Path != stale || !os.IsNotExist(err) {
+			t.Errorf("module.path %q after a failed pull (stat: %v); want the served file, removed", fresh.Module.Path, err)
 		}
 	})
 }

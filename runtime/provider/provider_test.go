@@ -42,6 +42,25 @@ func guest(t testing.TB, name string) []byte {
 	return wasm
 }
 
+// signer returns a new P-256 public key, PEM-encoded, and a function
+// signing with it as `cosign sign-blob` does.
+func signer(t testing.TB) ([]byte, func([]byte) []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), func(b []byte) []byte {
+		sum := sha256.Sum256(b)
+		sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []byte(base64.StdEncoding.EncodeToString(sig) + "\n")
+	}
+}
+
 func writeFile(t testing.TB, path string, data []byte) {
 	t.Helper()
 	// Write then rename, as the kubelet's atomic volume update does, so a
@@ -214,11 +233,11 @@ func TestHotReload(t *testing.T) {
 	for n := 0; n < swaps; n++ {
 		writeFile(t, path, versions[n%2])
 		c.reloadIfChanged(ctx)
-		if got := sha256.Sum256(versions[n%2]); c.loaded != hexString(got[:]) {
+		if got := sha256.Sum256(versions[n%2]); c.served.digest != hexString(got[:]) {
 			t.Fatalf("swap %d did not take effect", n)
 		}
 	}
-	before := c.loaded
+	before := c.served.digest
 	for _, bad := range []struct {
 		name string
 		data []byte
@@ -228,7 +247,7 @@ func TestHotReload(t *testing.T) {
 	} {
 		writeFile(t, path, bad.data)
 		c.reloadIfChanged(ctx)
-		if c.loaded != before {
+		if c.served.digest != before {
 			t.Fatalf("%s module replaced the one in service", bad.name)
 		}
 	}
@@ -252,16 +271,11 @@ func hexString(b []byte) string {
 func TestModuleIntegrity(t *testing.T) {
 	wasm := guest(t, "minimal")
 	dir := t.TempDir()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	publicKey, sign := signer(t)
 	pubPath, sigPath := filepath.Join(dir, "cosign.pub"), filepath.Join(dir, "provider.wasm.sig")
-	writeFile(t, pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+	writeFile(t, pubPath, publicKey)
+	writeFile(t, sigPath, sign(wasm))
 	digest := sha256.Sum256(wasm)
-	sig, _ := ecdsa.SignASN1(rand.Reader, key, digest[:])
-	writeFile(t, sigPath, []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
 
 	cases := []struct {
 		name    string

@@ -87,7 +87,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})
 	recorder := record.NewFakeRecorder(10)
-	c.events = &moduleEvents{recorder: recorder, pod: &v1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "ccm"}}
+	c.events = &moduleEvents{started: true, recorder: recorder, pod: &v1.ObjectReference{Kind: "Pod", Namespace: "kube-system", Name: "ccm"}}
 
 	i, _ := c.InstancesV2()
 	if exists, err := i.InstanceExists(context.Background(), node("node-0")); !exists || err != nil {

@@ -29,6 +29,9 @@ func init() { legacyregistry.MustRegister(reloads) }
 type moduleFile struct {
 	wasm   []byte
 	digest string
+	// raw and signature are the file and its signature as stored, which
+	// the last-known-good record keeps.
+	raw, signature []byte
 	// checked names everything its checks read: the module's digest, the
 	// pin, and the signature's and public key's contents (or why they
 	// could not be read). A rejection is remembered under it, so that a
@@ -51,15 +54,25 @@ func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
 	if err != nil {
 		return moduleFile{}, fmt.Errorf("reading module: %w", err)
 	}
+	file, err := checkModule(cfg, raw, func() ([]byte, error) { return os.ReadFile(cfg.SignaturePath) })
+	if err != nil {
+		err = fmt.Errorf("module %s: %w", cfg.Path, err)
+	}
+	return file, err
+}
+
+// checkModule applies cfg's checks to a module file's bytes, reading the
+// signature only when cfg requires one, and decompresses it.
+func checkModule(cfg ModuleConfig, raw []byte, readSignature func() ([]byte, error)) (moduleFile, error) {
 	sum := sha256.Sum256(raw)
-	file := moduleFile{digest: hex.EncodeToString(sum[:])}
+	file := moduleFile{digest: hex.EncodeToString(sum[:]), raw: raw}
 	file.checked = file.digest + " pin " + cfg.SHA256
 	if err := host.CheckSHA256(raw, cfg.SHA256); err != nil {
-		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
+		return file, err
 	}
 	if cfg.PublicKeyPath != "" {
 		key, keyErr := os.ReadFile(cfg.PublicKeyPath)
-		sig, sigErr := os.ReadFile(cfg.SignaturePath)
+		sig, sigErr := readSignature()
 		file.checked += " key " + contentKey(key, keyErr) + " signature " + contentKey(sig, sigErr)
 		if keyErr != nil {
 			return file, fmt.Errorf("module public key: %w", keyErr)
@@ -68,13 +81,13 @@ func readModuleFile(cfg ModuleConfig) (moduleFile, error) {
 			return file, fmt.Errorf("module signature: %w", sigErr)
 		}
 		if err := host.VerifySignature(raw, key, sig); err != nil {
-			return file, fmt.Errorf("module %s: %w", cfg.Path, err)
+			return file, err
 		}
+		file.signature = sig
 	}
-	if file.wasm, err = host.Decompress(raw); err != nil {
-		return file, fmt.Errorf("module %s: %w", cfg.Path, err)
-	}
-	return file, nil
+	var err error
+	file.wasm, err = host.Decompress(raw)
+	return file, err
 }
 
 // contentKey names a file's content, or the error reading it.
@@ -86,19 +99,29 @@ func contentKey(b []byte, err error) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// watch polls the module file. Polling rather than inotify: the kubelet
-// updates a ConfigMap volume by swapping a "..data" symlink, which a
-// per-file watch misses, and one stat-and-read every few seconds is cheap.
-func (c *Cloud) watch(ctx context.Context, every time.Duration) {
-	ticker := time.NewTicker(every)
+// rolloutTick paces a rollout begun at start, and the last-known-good
+// record, when hot reload is off.
+const rolloutTick = 5 * time.Second
+
+// watch polls the module file, when hot reload is on, and takes the
+// rollout and record decisions due. Polling rather than inotify: the
+// kubelet updates a ConfigMap volume by swapping a "..data" symlink, which
+// a per-file watch misses, and one stat-and-read every few seconds is
+// cheap.
+func (c *Cloud) watch(ctx context.Context) {
+	reload := c.cfg.Module.ReloadInterval.Duration
+	ticker := time.NewTicker(orDefault(reload, rolloutTick))
 	defer ticker.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ticker.C:
-			c.reloadIfChanged(ctx)
+			if reload > 0 {
+				c.reloadIfChanged(ctx)
+			}
 			c.advanceRollout(ctx)
+			c.recordLastKnownGood(ctx)
 		}
 	}
 }
@@ -108,7 +131,7 @@ func (c *Cloud) watch(ctx context.Context, every time.Duration) {
 // call path; any problem keeps the module in service.
 func (c *Cloud) reloadIfChanged(ctx context.Context) {
 	file, err := readModuleFile(c.cfg.Module)
-	if err == nil && (file.digest == c.loaded || file.digest == c.candidate()) {
+	if err == nil && (file.digest == c.served.digest || file.digest == c.candidate()) {
 		return
 	}
 	// A rejected file is reported once, not at every poll: a file that
@@ -130,19 +153,19 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 		c.rejected = rejection
 		reloads.WithLabelValues("rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
-			"path", c.cfg.Module.Path, "rejectedSHA256", file.digest, "currentSHA256", c.loaded)
+			"path", c.cfg.Module.Path, "rejectedSHA256", file.digest, "currentSHA256", c.served.digest)
 		c.events.emit(v1.EventTypeWarning, eventModuleRejected,
-			"new module "+file.digest+" rejected, "+c.loaded+" stays in service: "+err.Error())
+			"new module "+file.digest+" rejected, "+c.served.digest+" stays in service: "+err.Error())
 		return
 	}
 	c.rejected = ""
-	c.startRollout(mod, file.digest)
+	c.startRollout(mod, file)
 }
 
 // candidate is the digest of the module in shadow, if any.
 func (c *Cloud) candidate() string {
 	if r := c.rollout.Load(); r != nil && r.phase == phaseShadow {
-		return r.digest
+		return r.file.digest
 	}
 	return ""
 }
@@ -150,7 +173,7 @@ func (c *Cloud) candidate() string {
 // load compiles and initialises a module file and checks that it can
 // stand in for the module in service.
 func (c *Cloud) load(ctx context.Context, file moduleFile) (Backend, error) {
-	mod, err := host.New(ctx, file.wasm, c.auth.hostConfig(c.cfg))
+	mod, err := c.instantiate(ctx, file)
 	if err != nil {
 		return nil, err
 	}
@@ -160,4 +183,10 @@ func (c *Cloud) load(ctx context.Context, file moduleFile) (Backend, error) {
 			mod.Info().Capabilities, c.capabilities.Capabilities)
 	}
 	return mod, nil
+}
+
+// instantiate compiles and initialises a module file with the grants of
+// the cloud-config.
+func (c *Cloud) instantiate(ctx context.Context, file moduleFile) (Backend, error) {
+	return host.New(ctx, file.wasm, c.auth.hostConfig(c.cfg))
 }

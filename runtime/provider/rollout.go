@@ -127,11 +127,11 @@ const (
 type rollout struct {
 	phase   rolloutPhase
 	started time.Time
-	// digest is the new module's; other is the candidate in shadow, or
-	// the previous module (digest otherDigest) during probation.
-	digest      string
-	other       Backend
-	otherDigest string
+	// file is the new module's; other is the candidate in shadow, or the
+	// previous module (otherFile) during probation.
+	file      moduleFile
+	other     Backend
+	otherFile moduleFile
 
 	// Shadow.
 	sem   chan struct{}
@@ -260,21 +260,22 @@ func isModuleFailure(err error) bool {
 
 // startRollout takes a new module, compiled and checked, into service: in
 // shadow, or at once when shadowing is disabled.
-func (c *Cloud) startRollout(mod Backend, digest string) {
+func (c *Cloud) startRollout(mod Backend, file moduleFile) {
 	c.endRollout()
 	cfg := c.cfg.Module.Rollout.Shadow
 	if cfg.Disabled {
-		c.promote(mod, digest, "shadow comparison disabled")
+		c.promote(mod, file, "shadow comparison disabled")
 		return
 	}
+	digest := file.digest
 	r := &rollout{
-		phase: phaseShadow, started: time.Now(), digest: digest, other: mod,
+		phase: phaseShadow, started: time.Now(), file: file, other: mod,
 		sem: make(chan struct{}, orDefault(cfg.Concurrency, defaultShadowConcurrency)),
 	}
 	c.rollout.Store(r)
 	msg := fmt.Sprintf("new module %s in shadow: %s stays in service until the new one has been compared on %d calls over at least %s",
-		digest, c.loaded, orDefault(cfg.Calls, defaultShadowCalls), orDefault(cfg.Duration.Duration, defaultShadowDuration))
-	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.loaded)
+		digest, c.served.digest, orDefault(cfg.Calls, defaultShadowCalls), orDefault(cfg.Duration.Duration, defaultShadowDuration))
+	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.served.digest)
 	c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
 }
 
@@ -325,13 +326,13 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 		if !r.waitReported {
 			r.waitReported = true
 			msg := fmt.Sprintf("new module %s stays in shadow: %d of %d comparisons so far (%s); it is promoted when enough calls were compared",
-				r.digest, compared, calls, stats)
-			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.digest, "compared", compared, "needed", calls)
+				r.file.digest, compared, calls, stats)
+			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.digest, "compared", compared, "needed", calls)
 			c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
 		}
 		return
 	}
-	c.promote(r.other, r.digest, stats.String())
+	c.promote(r.other, r.file, stats.String())
 }
 
 // probeNodes compares both modules' answers to InstanceExists (or its
@@ -376,24 +377,25 @@ func (c *Cloud) existenceQuestion(node *v1.Node) (string, abi.Message, abi.Messa
 func (c *Cloud) rejectCandidate(r *rollout, why string, stats comparisonStats) {
 	c.rollout.Store(nil)
 	closeLater(r.other, "the rejected module")
-	c.rejected = r.digest
+	c.rejected = r.file.digest
 	reloads.WithLabelValues("rejected").Inc()
 	names := make([]string, len(stats.first))
 	for i, d := range stats.first {
 		names[i] = d.String()
 	}
 	klog.ErrorS(nil, "new module rejected in shadow; the current module stays in service", "reason", why,
-		"rejectedSHA256", r.digest, "currentSHA256", c.loaded, "disagreements", names, "comparison", stats.String())
+		"rejectedSHA256", r.file.digest, "currentSHA256", c.served.digest, "disagreements", names, "comparison", stats.String())
 	c.events.emit(v1.EventTypeWarning, eventModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
-		r.digest, c.loaded, why, strings.Join(names, "; "), stats))
+		r.file.digest, c.served.digest, why, strings.Join(names, "; "), stats))
 }
 
 // promote puts mod in service and keeps the module it replaces for the
 // rollback window.
-func (c *Cloud) promote(mod Backend, digest, summary string) {
+func (c *Cloud) promote(mod Backend, file moduleFile, summary string) {
 	previous := *c.backend.Swap(&mod)
-	previousDigest := c.loaded
-	c.loaded, c.rejected = digest, ""
+	previousFile, digest, previousDigest := c.served, file.digest, c.served.digest
+	c.serve(file)
+	c.rejected = ""
 	reloads.WithLabelValues("loaded").Inc()
 	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", digest, "previousSHA256", previousDigest, "comparison", summary)
 	c.events.emit(v1.EventTypeNormal, eventModuleReloaded, "module "+digest+" in service ("+summary+")")
@@ -402,7 +404,7 @@ func (c *Cloud) promote(mod Backend, digest, summary string) {
 		closeLater(previous, "the replaced module")
 		return
 	}
-	c.rollout.Store(&rollout{phase: phaseProbation, started: time.Now(), digest: digest, other: previous, otherDigest: previousDigest})
+	c.rollout.Store(&rollout{phase: phaseProbation, started: time.Now(), file: file, other: previous, otherFile: previousFile})
 }
 
 // judgeProbation rolls back a promoted module that fails too often, or
@@ -415,18 +417,19 @@ func (c *Cloud) judgeProbation(r *rollout) {
 		bad := *c.backend.Swap(&r.other)
 		c.rollout.Store(nil)
 		closeLater(bad, "the rolled-back module")
-		c.loaded, c.rejected = r.otherDigest, r.digest
+		c.serve(r.otherFile)
+		c.rejected = r.file.digest
 		reloads.WithLabelValues("rolled_back").Inc()
 		msg := fmt.Sprintf("module %s rolled back to %s: %d of %d calls failed without an answer (trap, timeout or ABI violation) within %s of its promotion; %s is refused until the module file changes",
-			r.digest, r.otherDigest, failures, calls, time.Since(r.started).Round(time.Second), r.digest)
-		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.digest, "currentSHA256", r.otherDigest, "failed", failures, "calls", calls)
+			r.file.digest, r.otherFile.digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.digest)
+		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.digest, "currentSHA256", r.otherFile.digest, "failed", failures, "calls", calls)
 		c.events.emit(v1.EventTypeWarning, eventModuleRolledBack, msg)
 		return
 	}
 	if time.Since(r.started) >= orDefault(cfg.Window.Duration, defaultRollbackWindow) {
 		c.rollout.Store(nil)
 		closeLater(r.other, "the previous module")
-		klog.InfoS("rollback window over; previous module released", "sha256", r.digest, "previousSHA256", r.otherDigest, "calls", calls, "failed", failures)
+		klog.InfoS("rollback window over; previous module released", "sha256", r.file.digest, "previousSHA256", r.otherFile.digest, "calls", calls, "failed", failures)
 	}
 }
 

@@ -2,14 +2,8 @@ package provider
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
-	"encoding/pem"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -60,19 +54,28 @@ type rolloutEnv struct {
 	digest string
 }
 
-func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
+// simcloudGrants starts a simulated cloud and returns it with the
+// cloud-config grants the simcloud module needs to reach it.
+func simcloudGrants(t testing.TB) (*simcloud.Cloud, func(*Config)) {
 	t.Helper()
 	cloud := simcloud.New(simcloud.Options{Token: "t"})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
 	creds := t.TempDir()
 	writeFile(t, filepath.Join(creds, "token"), []byte("t"))
-
-	wasm, digest := simcloudModule(t, "simcloud")
-	c := newCloud(t, wasm, func(cfg *Config) {
+	return cloud, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
 		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &host.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
+	}
+}
+
+func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
+	t.Helper()
+	cloud, grants := simcloudGrants(t)
+	wasm, digest := simcloudModule(t, "simcloud")
+	c := newCloud(t, wasm, func(cfg *Config) {
+		grants(cfg)
 		cfg.Module.Rollout = rollout
 	})
 	client := fake.NewClientset()
@@ -146,14 +149,14 @@ var fastShadow = RolloutConfig{Shadow: ShadowConfig{Duration: metav1.Duration{Du
 func TestShadowRejectsDestructiveCandidate(t *testing.T) {
 	e := newRolloutEnv(t, 3, fastShadow)
 	bad := e.replace(t, "allgone")
-	if e.c.candidate() != bad || e.c.loaded != e.digest {
-		t.Fatalf("candidate %q, loaded %q: the new module must be in shadow, not in service", e.c.candidate(), e.c.loaded)
+	if e.c.candidate() != bad || e.c.served.digest != e.digest {
+		t.Fatalf("candidate %q, loaded %q: the new module must be in shadow, not in service", e.c.candidate(), e.c.served.digest)
 	}
 	shadow := e.c.rollout.Load()
 	e.poll(t, "rejection", func() bool { return e.c.rollout.Load() == nil })
 	seen := statsOf(shadow)
-	if e.c.loaded != e.digest || e.c.rejected != bad {
-		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.loaded, e.c.rejected)
+	if e.c.served.digest != e.digest || e.c.rejected != bad {
+		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.served.digest, e.c.rejected)
 	}
 	if seen.byVerdict[verdictDestructive] == 0 || len(seen.first) == 0 || seen.first[0].export != "instance_exists" {
 		t.Fatalf("comparison %s, first %v: want destructive InstanceExists disagreements", seen, seen.first)
@@ -183,7 +186,7 @@ func TestShadowPromotesBenignChange(t *testing.T) {
 		}
 	}
 	shadow := e.c.rollout.Load()
-	e.poll(t, "promotion", func() bool { return e.c.loaded == next })
+	e.poll(t, "promotion", func() bool { return e.c.served.digest == next })
 	seen := statsOf(shadow)
 	if seen.byVerdict[verdictDestructive] != 0 || seen.byVerdict[verdictBenign] == 0 || seen.byVerdict[verdictAgree] == 0 {
 		t.Fatalf("comparison %s: want agreements and benign differences only", seen)
@@ -207,7 +210,7 @@ func TestRollbackOnTraps(t *testing.T) {
 		Rollback: RollbackConfig{MinCalls: 4, FailurePercent: 50},
 	})
 	bad := e.replace(t, "trapmarked")
-	if e.c.loaded != bad {
+	if e.c.served.digest != bad {
 		t.Fatal("with shadowing disabled the new module must be in service at once")
 	}
 	i, _ := e.c.InstancesV2()
@@ -219,14 +222,14 @@ func TestRollbackOnTraps(t *testing.T) {
 		}
 	}
 	e.c.advanceRollout(context.Background())
-	if e.c.loaded != e.digest || e.c.rejected != bad || e.c.rollout.Load() != nil {
-		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.loaded, e.c.rejected, e.digest)
+	if e.c.served.digest != e.digest || e.c.rejected != bad || e.c.rollout.Load() != nil {
+		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.served.digest, e.c.rejected, e.digest)
 	}
 	if ok, err := i.InstanceExists(context.Background(), marked); !ok || err != nil {
 		t.Fatalf("after rollback InstanceExists = %v, %v", ok, err)
 	}
 	e.c.reloadIfChanged(context.Background())
-	if e.c.loaded != e.digest || e.c.rollout.Load() != nil {
+	if e.c.served.digest != e.digest || e.c.rollout.Load() != nil {
 		t.Fatal("the rolled-back file was taken again")
 	}
 }
@@ -260,22 +263,11 @@ func TestDeletionBudgetOverModule(t *testing.T) {
 // arrived yet is rejected once, not at every poll, and checked again when
 // the signature arrives, although the module file did not change.
 func TestRejectionCoversSignature(t *testing.T) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	publicKey, signature := signer(t)
 	dir := t.TempDir()
 	pubPath, sigPath := filepath.Join(dir, "cosign.pub"), filepath.Join(dir, "provider.wasm.sig")
-	writeFile(t, pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
-	sign := func(b []byte) {
-		sum := sha256.Sum256(b)
-		sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, sigPath, []byte(base64.StdEncoding.EncodeToString(sig)+"\n"))
-	}
+	writeFile(t, pubPath, publicKey)
+	sign := func(b []byte) { writeFile(t, sigPath, signature(b)) }
 	wasm := guest(t, "testprovider")
 	sign(wasm)
 	c := newCloud(t, wasm, func(cfg *Config) {
@@ -294,12 +286,12 @@ func TestRejectionCoversSignature(t *testing.T) {
 	for range 3 {
 		c.reloadIfChanged(ctx)
 	}
-	if got := rejections() - before; got != 1 || c.loaded == nextDigest {
-		t.Fatalf("%v rejections over three polls, loaded %s; want one rejection and the old module in service", got, c.loaded)
+	if got := rejections() - before; got != 1 || c.served.digest == nextDigest {
+		t.Fatalf("%v rejections over three polls, loaded %s; want one rejection and the old module in service", got, c.served.digest)
 	}
 	sign(next)
 	c.reloadIfChanged(ctx)
-	if c.loaded != nextDigest {
-		t.Fatalf("loaded %s after the signature arrived, want %s", c.loaded, nextDigest)
+	if c.served.digest != nextDigest {
+		t.Fatalf("loaded %s after the signature arrived, want %s", c.served.digest, nextDigest)
 	}
 }

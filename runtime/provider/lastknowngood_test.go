@@ -1,0 +1,192 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+// startWith starts a Cloud as the CCM does, over the record in client,
+// with configured as the module file.
+func startWith(t *testing.T, client *fake.Clientset, configured []byte, mutate func(*Config)) (*Cloud, error) {
+	t.Helper()
+	_, grants := simcloudGrants(t)
+	path := filepath.Join(t.TempDir(), "provider.wasm")
+	writeFile(t, path, configured)
+	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: compilationCache(t)},
+		Limits: LimitsConfig{PoolSize: 1, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
+	grants(cfg)
+	if mutate != nil {
+		mutate(cfg)
+	}
+	store := newLastKnownGoodStore(client.CoreV1(), LastKnownGoodConfig{Namespace: "kube-system"})
+	c, err := start(context.Background(), cfg, store, nil)
+	if err == nil {
+		t.Cleanup(func() { c.Close(context.Background()) })
+	}
+	return c, err
+}
+
+// saveRecord stores wasm as the last-known-good in client.
+func saveRecord(t *testing.T, client *fake.Clientset, wasm []byte) string {
+	t.Helper()
+	file, err := checkModule(ModuleConfig{}, wasm, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := newLastKnownGoodStore(client.CoreV1(), LastKnownGoodConfig{Namespace: "kube-system"})
+	if err := store.save(context.Background(), file, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return file.digest
+}
+
+// damage flips a byte of the record's first chunk.
+func damage(t *testing.T, client *fake.Clientset) {
+	t.Helper()
+	ctx := context.Background()
+	head, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, defaultLastKnownGoodName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunks := client.CoreV1().ConfigMaps("kube-system")
+	cm, err := chunks.Get(ctx, chunkName(defaultLastKnownGoodName, head.Data[keySlot], 0), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.BinaryData[keyModule][100] ^= 0xff
+	if _, err := chunks.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestStartWithLastKnownGood covers each start: which module serves,
+// which is rolled out, and what is reported.
+func TestStartWithLastKnownGood(t *testing.T) {
+	good, goodDigest := simcloudModule(t, "simcloud")
+	allGone, allGoneDigest := simcloudModule(t, "allgone")
+	corrupt := []byte("\x00asm but not really a module")
+	tests := []struct {
+		name                  string
+		recorded              []byte
+		damaged               bool
+		configured            []byte
+		wantServed, wantShadow string
+		wantRecorded          string
+		wantEvent, wantErr    string
+	}{
+		{name: "first install", configured: good, wantServed: goodDigest},
+		{name: "configured is the record", recorded: good, configured: good, wantServed: goodDigest, wantRecorded: goodDigest},
+		{name: "configured differs: shadowed against the record", recorded: good, configured: allGone,
+			wantServed: goodDigest, wantShadow: allGoneDigest, wantRecorded: goodDigest},
+		{name: "configured corrupt: the record serves", recorded: good, configured: corrupt,
+			wantServed: goodDigest, wantRecorded: goodDigest, wantEvent: "configured module rejected at start, last-known-good " + goodDigest},
+		{name: "record damaged: configured serves unshadowed", recorded: good, damaged: true, configured: allGone,
+			wantServed: allGoneDigest, wantEvent: "serves without a shadow period: the last-known-good record could not be read: last-known-good record kube-system/wasmccm-last-known-good is damaged"},
+		{name: "neither can serve", recorded: good, damaged: true, configured: corrupt, wantErr: "is damaged"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			if tt.recorded != nil {
+				saveRecord(t, client, tt.recorded)
+			}
+			if tt.damaged {
+				damage(t, client)
+			}
+			c, err := startWith(t, client, tt.configured, nil)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "invalid version header") {
+					t.Fatalf("err = %v, want one naming both problems (%q and the configured module's)", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.served.digest != tt.wantServed || c.candidate() != tt.wantShadow || c.recorded != tt.wantRecorded {
+				t.Fatalf("served %.12s, in shadow %.12s, recorded %.12s; want %.12s, %.12s, %.12s",
+					c.served.digest, c.candidate(), c.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
+			}
+			var events []string
+			for _, e := range c.events.pending {
+				if e.reason == eventModuleStart {
+					events = append(events, e.message)
+				}
+			}
+			if tt.wantEvent == "" && len(events) > 0 || tt.wantEvent != "" && (len(events) != 1 || !strings.Contains(events[0], tt.wantEvent)) {
+				t.Fatalf("ModuleStart Events %q, want %q", events, tt.wantEvent)
+			}
+		})
+	}
+}
+
+// TestLastKnownGoodRequiresSignature: with signatures required, an
+// unsigned record cannot stand in for the configured module.
+func TestLastKnownGoodRequiresSignature(t *testing.T) {
+	good, _ := simcloudModule(t, "simcloud")
+	allGone, allGoneDigest := simcloudModule(t, "allgone")
+	client := fake.NewClientset()
+	saveRecord(t, client, good)
+	key, sign := signer(t)
+	c, err := startWith(t, client, allGone, func(cfg *Config) {
+		dir := t.TempDir()
+		cfg.Module.PublicKeyPath, cfg.Module.SignaturePath = filepath.Join(dir, "key.pub"), filepath.Join(dir, "module.sig")
+		writeFile(t, cfg.Module.PublicKeyPath, key)
+		writeFile(t, cfg.Module.SignaturePath, sign(allGone))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.served.digest != allGoneDigest || !strings.Contains(c.events.pending[0].message, "recorded without a signature") {
+		t.Fatalf("served %.12s, Events %v; want the signed configured module, the unsigned record refused", c.served.digest, c.events.pending)
+	}
+}
+
+// TestRecordLastKnownGood: the module in service is recorded once it has
+// served its rollback window, in chunks, alternating slots, and reads
+// back whole.
+func TestRecordLastKnownGood(t *testing.T) {
+	good, goodDigest := simcloudModule(t, "simcloud")
+	client := fake.NewClientset()
+	c, err := startWith(t, client, good, func(cfg *Config) { cfg.Module.Rollout.Rollback.Window.Duration = time.Hour })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	c.recordLastKnownGood(ctx)
+	if rec, err := c.lastKnownGood.load(ctx); err != nil || rec != nil {
+		t.Fatalf("record %v, %v before the rollback window passed; want none", rec, err)
+	}
+	c.servedSince = time.Now().Add(-time.Hour)
+	c.recordLastKnownGood(ctx)
+	rec, err := c.lastKnownGood.load(ctx)
+	if err != nil || rec == nil || rec.digest != goodDigest || !bytes.Equal(rec.raw, good) || c.recorded != goodDigest {
+		t.Fatalf("record %v, %v; want %s", rec, err, goodDigest)
+	}
+	wantChunks := (len(good) + lastKnownGoodChunkBytes - 1) / lastKnownGoodChunkBytes
+	for _, slot := range []string{"a", "b"} {
+		file, err := checkModule(ModuleConfig{}, append(bytes.Clone(good), 0), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot == "b" {
+			file.raw = good
+			file.digest = goodDigest
+		}
+		if err := c.lastKnownGood.save(ctx, file, "test"); err != nil {
+			t.Fatal(err)
+		}
+		head, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, defaultLastKnownGoodName, metav1.GetOptions{})
+		if want := map[string]string{"a": "b", "b": "a"}[slot]; head.Data[keySlot] != want || head.Data[keyChunks] != strconv.Itoa(wantChunks) {
+			t.Fatalf("save %s: head slot %s chunks %s, want slot %s and %d chunks", slot, head.Data[keySlot], head.Data[keyChunks], want, wantChunks)
+		}
+	}
+}
