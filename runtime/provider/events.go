@@ -14,10 +14,10 @@ import (
 
 // Event reasons about the module itself.
 const (
-	eventModuleShadowing      = "ModuleShadowing"
-	eventModuleReloaded       = "ModuleReloaded"
-	eventModuleRejected       = "ModuleRejected"
-	eventModuleRolledBack     = "ModuleRolledBack"
+	eventModuleShadowing  = "ModuleShadowing"
+	eventModuleReloaded   = "ModuleReloaded"
+	eventModuleRejected   = "ModuleRejected"
+	eventModuleRolledBack = "ModuleRolledBack"
 	// eventModuleStart: the CCM started with another module than the
 	// configured one, or without the shadow period it would have had.
 	eventModuleStart          = "ModuleStart"

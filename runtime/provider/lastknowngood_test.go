@@ -74,13 +74,13 @@ func TestStartWithLastKnownGood(t *testing.T) {
 	allGone, allGoneDigest := simcloudModule(t, "allgone")
 	corrupt := []byte("\x00asm but not really a module")
 	tests := []struct {
-		name                  string
-		recorded              []byte
-		damaged               bool
-		configured            []byte
+		name                   string
+		recorded               []byte
+		damaged                bool
+		configured             []byte
 		wantServed, wantShadow string
-		wantRecorded          string
-		wantEvent, wantErr    string
+		wantRecorded           string
+		wantEvent, wantErr     string
 	}{
 		{name: "first install", configured: good, wantServed: goodDigest},
 		{name: "configured is the record", recorded: good, configured: good, wantServed: goodDigest, wantRecorded: goodDigest},
