@@ -508,6 +508,14 @@ func testDenied(ctx context.Context, t *testing.T, admin kubernetes.Interface, s
 		{"delete its Lease", func() error {
 			return client.CoordinationV1().Leases(systemNamespace).Delete(ctx, leaseName, metav1.DeleteOptions{})
 		}},
+		{"update the module ConfigMap (only the last-known-good record is writable)", func() error {
+			cm, err := client.CoreV1().ConfigMaps(systemNamespace).Get(ctx, "wasm-provider-module", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			_, err = client.CoreV1().ConfigMaps(systemNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		}},
 		{"create a ServiceAccount token", func() error {
 			_, err := client.CoreV1().ServiceAccounts(systemNamespace).CreateToken(ctx, saName, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 			return err

@@ -51,8 +51,10 @@ func testValidObjects(t *testing.T, all []manifest) {
 		"rbac.yaml: ClusterRole /wasm-cloud-controller-manager",
 		"rbac.yaml: ClusterRoleBinding /wasm-cloud-controller-manager",
 		"rbac.yaml: ClusterRoleBinding /wasm-cloud-controller-manager:auth-delegator",
+		"rbac.yaml: Role kube-system/wasm-cloud-controller-manager:last-known-good",
 		"rbac.yaml: Role kube-system/wasm-cloud-controller-manager:leader-election",
 		"rbac.yaml: RoleBinding kube-system/wasm-cloud-controller-manager:extension-apiserver-authentication-reader",
+		"rbac.yaml: RoleBinding kube-system/wasm-cloud-controller-manager:last-known-good",
 		"rbac.yaml: RoleBinding kube-system/wasm-cloud-controller-manager:leader-election",
 		"serviceaccount.yaml: ServiceAccount kube-system/wasm-cloud-controller-manager",
 	}
@@ -394,6 +396,7 @@ func testDeployment(t *testing.T, all []manifest) {
 	}
 	ctr := pod.Containers[0]
 	role := as[*rbacv1.Role](t, all, "Role", "wasm-cloud-controller-manager:leader-election")
+	record := as[*rbacv1.Role](t, all, "Role", "wasm-cloud-controller-manager:last-known-good")
 
 	opts, err := options.NewCloudControllerManagerOptions()
 	if err != nil {
@@ -433,6 +436,8 @@ func testDeployment(t *testing.T, all []manifest) {
 		{"leader election on a Lease", le.LeaderElect && le.ResourceLock == "leases"},
 		{"the Lease is the one the Role grants", le.ResourceNamespace == role.Namespace &&
 			le.ResourceName == leaseName && slices.Equal(leaseRule.ResourceNames, []string{le.ResourceName})},
+		{"the last-known-good Role grants the record's ConfigMaps", record.Namespace == role.Namespace &&
+			slices.Equal(record.Rules[0].ResourceNames, provider.LastKnownGoodConfig{}.ChunkNames())},
 		{"probes reach /healthz on --bind-address:--secure-port", !slices.ContainsFunc(probes, func(p *corev1.Probe) bool {
 			return p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS || p.HTTPGet.Path != "/healthz" ||
 				p.HTTPGet.Port.IntValue() != opts.SecureServing.BindPort || p.HTTPGet.Host != opts.SecureServing.BindAddress.String()
