@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // ProviderName is the --cloud-provider name wasmccm registers.
@@ -41,7 +42,7 @@ func Open(ctx context.Context, cloudConfigPath string, kube *rest.Config) (*Clou
 	if err != nil {
 		return nil, err
 	}
-	var store *lastKnownGoodStore
+	var store *modulefile.Store
 	if kube != nil && !cfg.Module.LastKnownGood.Disabled {
 		client, err := kubernetes.NewForConfig(rest.AddUserAgent(kube, "wasm-cloud-provider"))
 		if err != nil {
@@ -78,16 +79,16 @@ type Cloud struct {
 	rollout atomic.Pointer[rollout]
 	// served is the module in service, since servedSince; rejected the
 	// last file refused: its digest when refused for its behaviour
-	// (shadow, probation), what its checks read (moduleFile.checked) when
+	// (shadow, probation), what its checks read (modulefile.File.checked) when
 	// a check or the load failed. Only the reload goroutine touches them
 	// once the CCM runs.
-	served      moduleFile
+	served      modulefile.File
 	servedSince time.Time
 	rejected    string
 	// lastKnownGood is the record (lastknowngood.go), nil without one;
 	// recorded is the digest it holds, recordFailed the digest whose
 	// recording failed last.
-	lastKnownGood          *lastKnownGoodStore
+	lastKnownGood          *modulefile.Store
 	recorded, recordFailed string
 	events                 *moduleEvents
 	// auth reports the credentials the host cannot apply; set by New.
@@ -121,7 +122,7 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 // verified or loaded, rejected. Only when neither can serve does the CCM
 // refuse to start. configuredErr is a problem found before reading the
 // configured module (a failed pull).
-func start(ctx context.Context, cfg *Config, store *lastKnownGoodStore, configuredErr error) (*Cloud, error) {
+func start(ctx context.Context, cfg *Config, store *modulefile.Store, configuredErr error) (*Cloud, error) {
 	// A rollout, at start or by hot reload, runs two modules at once.
 	if err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
 		return nil, err
@@ -137,7 +138,7 @@ func start(ctx context.Context, cfg *Config, store *lastKnownGoodStore, configur
 	c.auth.cloud.Store(c)
 	throttled.cloud.Store(c)
 
-	var file moduleFile
+	var file modulefile.File
 	var configured Backend
 	if configuredErr == nil {
 		file, configuredErr = readModuleFile(cfg.Module)
@@ -147,12 +148,12 @@ func start(ctx context.Context, cfg *Config, store *lastKnownGoodStore, configur
 			configuredErr = fmt.Errorf("module %s: %w", cfg.Module.Path, configuredErr)
 		}
 	}
-	var record *recordedModule
+	var record *modulefile.Record
 	var recordErr error
 	if store != nil {
-		record, recordErr = store.load(ctx)
+		record, recordErr = store.Load(ctx)
 	}
-	if record == nil || (configuredErr == nil && record.digest == file.digest) {
+	if record == nil || (configuredErr == nil && record.Digest == file.Digest) {
 		if configuredErr != nil {
 			return nil, neitherServes(configuredErr, recordErr)
 		}
@@ -171,24 +172,24 @@ func start(ctx context.Context, cfg *Config, store *lastKnownGoodStore, configur
 		return nil, neitherServes(configuredErr, recordErr)
 	case recordErr != nil:
 		c.startServing(configured, file, "configured", "last_known_good_unusable", record)
-		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.digest, recordErr))
+		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.Digest, recordErr))
 	case configuredErr != nil:
 		c.startServing(recorded, recordFile, "last_known_good", "configured_unusable", record)
-		c.rejected = file.checked
+		c.rejected = file.Checked
 		if c.rejected == "" {
 			c.rejected = configuredErr.Error()
 		}
 		reloads.WithLabelValues("rejected").Inc()
-		c.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.digest, record.recordedAt, configuredErr))
+		c.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.Digest, record.RecordedAt, configuredErr))
 	case !slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities):
 		recorded.Close(ctx)
 		c.startServing(configured, file, "configured", "capabilities_changed", record)
 		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: its capabilities %v differ from the last-known-good's %v, and the controllers start with the configured ones",
-			file.digest, configured.Info().Capabilities, recorded.Info().Capabilities))
+			file.Digest, configured.Info().Capabilities, recorded.Info().Capabilities))
 	default:
 		c.startServing(recorded, recordFile, "last_known_good", "shadowing", record)
 		klog.InfoS("the configured module differs from the last-known-good, which serves while the configured one is rolled out",
-			"configuredSHA256", file.digest, "lastKnownGoodSHA256", record.digest, "recordedAt", record.recordedAt)
+			"configuredSHA256", file.Digest, "lastKnownGoodSHA256", record.Digest, "recordedAt", record.RecordedAt)
 		c.startRollout(configured, file)
 	}
 	return c, nil
@@ -220,33 +221,33 @@ func NewWithBackend(cfg *Config, b Backend) *Cloud {
 
 // startServing puts the first module in service; its capabilities decide
 // which controllers run.
-func (c *Cloud) startServing(b Backend, file moduleFile, served, reason string, record *recordedModule) {
+func (c *Cloud) startServing(b Backend, file modulefile.File, served, reason string, record *modulefile.Record) {
 	c.capabilities = b.Info()
 	c.backend.Store(&b)
 	c.serve(file)
 	if record != nil {
-		c.recorded = record.digest
+		c.recorded = record.Digest
 	}
 	moduleStarts.WithLabelValues(served, reason).Inc()
-	klog.InfoS("provider module loaded", "path", c.cfg.Module.Path, "sha256", file.digest, "served", served, "reason", reason,
+	klog.InfoS("provider module loaded", "path", c.cfg.Module.Path, "sha256", file.Digest, "served", served, "reason", reason,
 		"capabilities", c.capabilities.Capabilities)
 }
 
 // serve notes file as the module in service.
-func (c *Cloud) serve(file moduleFile) {
+func (c *Cloud) serve(file modulefile.File) {
 	c.served, c.servedSince = file, time.Now()
 }
 
 // loadRecorded checks and loads the last-known-good module.
-func (c *Cloud) loadRecorded(ctx context.Context, record *recordedModule) (moduleFile, Backend, error) {
-	file, err := record.moduleFile(c.cfg.Module)
+func (c *Cloud) loadRecorded(ctx context.Context, record *modulefile.Record) (modulefile.File, Backend, error) {
+	file, err := record.File(c.cfg.Module.trust())
 	if err == nil {
 		var mod Backend
 		if mod, err = c.instantiate(ctx, file); err == nil {
 			return file, mod, nil
 		}
 	}
-	return file, nil, fmt.Errorf("last-known-good module %s from %s: %w", record.digest, c.lastKnownGood, err)
+	return file, nil, fmt.Errorf("last-known-good module %s from %s: %w", record.Digest, c.lastKnownGood, err)
 }
 
 // noteFirstInstall says why nothing guards this start but the deletion
@@ -296,7 +297,7 @@ func (c *Cloud) call(ctx context.Context, export string, in, out abi.Message) er
 // cluster.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.events.start(clientBuilder)
-	if c.served.digest == "" {
+	if c.served.Digest == "" {
 		return
 	}
 	if c.cfg.Module.ReloadInterval.Duration > 0 || c.lastKnownGood != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 	"github.com/wasmccm/wasmccm/runtime/oci"
 )
 
@@ -80,7 +81,7 @@ func TestModuleImage(t *testing.T) {
 		cfg.Module.CompilationCacheDir = compilationCache(t)
 		return cfg
 	}
-	served := filepath.Join(cacheDir, servedModuleFile)
+	served := filepath.Join(cacheDir, modulefile.ServedFile)
 	// servedEventually waits until the served file holds want.
 	servedEventually := func(want []byte) {
 		t.Helper()
@@ -159,7 +160,7 @@ func TestModuleImage(t *testing.T) {
 		fresh := load()
 		fresh.Module.ImageCacheDir = t.TempDir()
 		// A module installed by an earlier run is not what module.image names.
-		stale := filepath.Join(fresh.Module.ImageCacheDir, servedModuleFile)
+		stale := filepath.Join(fresh.Module.ImageCacheDir, modulefile.ServedFile)
 		writeFile(t, stale, v1)
 		start := time.Now()
 		err := useImage(ctx, fresh, "")

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // startWith starts a Cloud as the CCM does, over the record in client,
@@ -37,33 +38,33 @@ func startWith(t *testing.T, client *fake.Clientset, configured []byte, mutate f
 // saveRecord stores wasm as the last-known-good in client.
 func saveRecord(t *testing.T, client *fake.Clientset, wasm []byte) string {
 	t.Helper()
-	file, err := checkModule(ModuleConfig{}, wasm, nil)
+	file, err := modulefile.Check(wasm, modulefile.Trust{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := newLastKnownGoodStore(client.CoreV1(), LastKnownGoodConfig{Namespace: "kube-system"})
-	if err := store.save(context.Background(), file, "test"); err != nil {
+	if err := store.Save(context.Background(), file, "test"); err != nil {
 		t.Fatal(err)
 	}
-	return file.digest
+	return file.Digest
 }
 
-// damage flips a byte of the record's first chunk.
+// damage flips a byte of every recorded chunk.
 func damage(t *testing.T, client *fake.Clientset) {
 	t.Helper()
 	ctx := context.Background()
-	head, err := client.CoreV1().ConfigMaps("kube-system").Get(ctx, defaultLastKnownGoodName, metav1.GetOptions{})
+	configMaps := client.CoreV1().ConfigMaps("kube-system")
+	list, err := configMaps.List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	chunks := client.CoreV1().ConfigMaps("kube-system")
-	cm, err := chunks.Get(ctx, chunkName(defaultLastKnownGoodName, head.Data[keySlot], 0), metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.BinaryData[keyModule][100] ^= 0xff
-	if _, err := chunks.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, cm := range list.Items {
+		if chunk := cm.BinaryData["module"]; len(chunk) > 100 {
+			chunk[100] ^= 0xff
+			if _, err := configMaps.Update(ctx, &cm, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
 
@@ -111,9 +112,9 @@ func TestStartWithLastKnownGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.served.digest != tt.wantServed || c.candidate() != tt.wantShadow || c.recorded != tt.wantRecorded {
+			if c.served.Digest != tt.wantServed || c.candidate() != tt.wantShadow || c.recorded != tt.wantRecorded {
 				t.Fatalf("served %.12s, in shadow %.12s, recorded %.12s; want %.12s, %.12s, %.12s",
-					c.served.digest, c.candidate(), c.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
+					c.served.Digest, c.candidate(), c.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
 			}
 			var events []string
 			for _, e := range c.events.pending {
@@ -145,14 +146,13 @@ func TestLastKnownGoodRequiresSignature(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.served.digest != allGoneDigest || !strings.Contains(c.events.pending[0].message, "recorded without a signature") {
-		t.Fatalf("served %.12s, Events %v; want the signed configured module, the unsigned record refused", c.served.digest, c.events.pending)
+	if c.served.Digest != allGoneDigest || !strings.Contains(c.events.pending[0].message, "recorded without a signature") {
+		t.Fatalf("served %.12s, Events %v; want the signed configured module, the unsigned record refused", c.served.Digest, c.events.pending)
 	}
 }
 
 // TestRecordLastKnownGood: the module in service is recorded once it has
-// served its rollback window, in chunks, alternating slots, and reads
-// back whole.
+// served its rollback window, and reads back whole.
 func TestRecordLastKnownGood(t *testing.T) {
 	good, goodDigest := simcloudModule(t, "simcloud")
 	client := fake.NewClientset()
@@ -162,31 +162,13 @@ func TestRecordLastKnownGood(t *testing.T) {
 	}
 	ctx := context.Background()
 	c.recordLastKnownGood(ctx)
-	if rec, err := c.lastKnownGood.load(ctx); err != nil || rec != nil {
+	if rec, err := c.lastKnownGood.Load(ctx); err != nil || rec != nil {
 		t.Fatalf("record %v, %v before the rollback window passed; want none", rec, err)
 	}
 	c.servedSince = time.Now().Add(-time.Hour)
 	c.recordLastKnownGood(ctx)
-	rec, err := c.lastKnownGood.load(ctx)
-	if err != nil || rec == nil || rec.digest != goodDigest || !bytes.Equal(rec.raw, good) || c.recorded != goodDigest {
+	rec, err := c.lastKnownGood.Load(ctx)
+	if err != nil || rec == nil || rec.Digest != goodDigest || !bytes.Equal(rec.Raw, good) || c.recorded != goodDigest {
 		t.Fatalf("record %v, %v; want %s", rec, err, goodDigest)
-	}
-	wantChunks := (len(good) + lastKnownGoodChunkBytes - 1) / lastKnownGoodChunkBytes
-	for _, slot := range []string{"a", "b"} {
-		file, err := checkModule(ModuleConfig{}, append(bytes.Clone(good), 0), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if slot == "b" {
-			file.raw = good
-			file.digest = goodDigest
-		}
-		if err := c.lastKnownGood.save(ctx, file, "test"); err != nil {
-			t.Fatal(err)
-		}
-		head, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, defaultLastKnownGoodName, metav1.GetOptions{})
-		if want := map[string]string{"a": "b", "b": "a"}[slot]; head.Data[keySlot] != want || head.Data[keyChunks] != strconv.Itoa(wantChunks) {
-			t.Fatalf("save %s: head slot %s chunks %s, want slot %s and %d chunks", slot, head.Data[keySlot], head.Data[keyChunks], want, wantChunks)
-		}
 	}
 }

@@ -233,11 +233,11 @@ func TestHotReload(t *testing.T) {
 	for n := 0; n < swaps; n++ {
 		writeFile(t, path, versions[n%2])
 		c.reloadIfChanged(ctx)
-		if got := sha256.Sum256(versions[n%2]); c.served.digest != hexString(got[:]) {
+		if got := sha256.Sum256(versions[n%2]); c.served.Digest != hexString(got[:]) {
 			t.Fatalf("swap %d did not take effect", n)
 		}
 	}
-	before := c.served.digest
+	before := c.served.Digest
 	for _, bad := range []struct {
 		name string
 		data []byte
@@ -247,7 +247,7 @@ func TestHotReload(t *testing.T) {
 	} {
 		writeFile(t, path, bad.data)
 		c.reloadIfChanged(ctx)
-		if c.served.digest != before {
+		if c.served.Digest != before {
 			t.Fatalf("%s module replaced the one in service", bad.name)
 		}
 	}

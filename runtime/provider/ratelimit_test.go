@@ -20,6 +20,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 func TestRateLimitsConfig(t *testing.T) {
@@ -102,7 +103,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	}
 
 	// The module a reload would put in service shares the budget.
-	reloaded, err := c.load(context.Background(), moduleFile{wasm: wasm})
+	reloaded, err := c.load(context.Background(), modulefile.File{Wasm: wasm})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // Progressive rollout of a changed module file.
@@ -129,9 +130,9 @@ type rollout struct {
 	started time.Time
 	// file is the new module's; other is the candidate in shadow, or the
 	// previous module (otherFile) during probation.
-	file      moduleFile
+	file      modulefile.File
 	other     Backend
-	otherFile moduleFile
+	otherFile modulefile.File
 
 	// Shadow.
 	sem   chan struct{}
@@ -260,22 +261,22 @@ func isModuleFailure(err error) bool {
 
 // startRollout takes a new module, compiled and checked, into service: in
 // shadow, or at once when shadowing is disabled.
-func (c *Cloud) startRollout(mod Backend, file moduleFile) {
+func (c *Cloud) startRollout(mod Backend, file modulefile.File) {
 	c.endRollout()
 	cfg := c.cfg.Module.Rollout.Shadow
 	if cfg.Disabled {
 		c.promote(mod, file, "shadow comparison disabled")
 		return
 	}
-	digest := file.digest
+	digest := file.Digest
 	r := &rollout{
 		phase: phaseShadow, started: time.Now(), file: file, other: mod,
 		sem: make(chan struct{}, orDefault(cfg.Concurrency, defaultShadowConcurrency)),
 	}
 	c.rollout.Store(r)
 	msg := fmt.Sprintf("new module %s in shadow: %s stays in service until the new one has been compared on %d calls over at least %s",
-		digest, c.served.digest, orDefault(cfg.Calls, defaultShadowCalls), orDefault(cfg.Duration.Duration, defaultShadowDuration))
-	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.served.digest)
+		digest, c.served.Digest, orDefault(cfg.Calls, defaultShadowCalls), orDefault(cfg.Duration.Duration, defaultShadowDuration))
+	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.served.Digest)
 	c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
 }
 
@@ -326,8 +327,8 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 		if !r.waitReported {
 			r.waitReported = true
 			msg := fmt.Sprintf("new module %s stays in shadow: %d of %d comparisons so far (%s); it is promoted when enough calls were compared",
-				r.file.digest, compared, calls, stats)
-			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.digest, "compared", compared, "needed", calls)
+				r.file.Digest, compared, calls, stats)
+			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.Digest, "compared", compared, "needed", calls)
 			c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
 		}
 		return
@@ -377,23 +378,23 @@ func (c *Cloud) existenceQuestion(node *v1.Node) (string, abi.Message, abi.Messa
 func (c *Cloud) rejectCandidate(r *rollout, why string, stats comparisonStats) {
 	c.rollout.Store(nil)
 	closeLater(r.other, "the rejected module")
-	c.rejected = r.file.digest
+	c.rejected = r.file.Digest
 	reloads.WithLabelValues("rejected").Inc()
 	names := make([]string, len(stats.first))
 	for i, d := range stats.first {
 		names[i] = d.String()
 	}
 	klog.ErrorS(nil, "new module rejected in shadow; the current module stays in service", "reason", why,
-		"rejectedSHA256", r.file.digest, "currentSHA256", c.served.digest, "disagreements", names, "comparison", stats.String())
+		"rejectedSHA256", r.file.Digest, "currentSHA256", c.served.Digest, "disagreements", names, "comparison", stats.String())
 	c.events.emit(v1.EventTypeWarning, eventModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
-		r.file.digest, c.served.digest, why, strings.Join(names, "; "), stats))
+		r.file.Digest, c.served.Digest, why, strings.Join(names, "; "), stats))
 }
 
 // promote puts mod in service and keeps the module it replaces for the
 // rollback window.
-func (c *Cloud) promote(mod Backend, file moduleFile, summary string) {
+func (c *Cloud) promote(mod Backend, file modulefile.File, summary string) {
 	previous := *c.backend.Swap(&mod)
-	previousFile, digest, previousDigest := c.served, file.digest, c.served.digest
+	previousFile, digest, previousDigest := c.served, file.Digest, c.served.Digest
 	c.serve(file)
 	c.rejected = ""
 	reloads.WithLabelValues("loaded").Inc()
@@ -418,18 +419,18 @@ func (c *Cloud) judgeProbation(r *rollout) {
 		c.rollout.Store(nil)
 		closeLater(bad, "the rolled-back module")
 		c.serve(r.otherFile)
-		c.rejected = r.file.digest
+		c.rejected = r.file.Digest
 		reloads.WithLabelValues("rolled_back").Inc()
 		msg := fmt.Sprintf("module %s rolled back to %s: %d of %d calls failed without an answer (trap, timeout or ABI violation) within %s of its promotion; %s is refused until the module file changes",
-			r.file.digest, r.otherFile.digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.digest)
-		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.digest, "currentSHA256", r.otherFile.digest, "failed", failures, "calls", calls)
+			r.file.Digest, r.otherFile.Digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.Digest)
+		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.Digest, "currentSHA256", r.otherFile.Digest, "failed", failures, "calls", calls)
 		c.events.emit(v1.EventTypeWarning, eventModuleRolledBack, msg)
 		return
 	}
 	if time.Since(r.started) >= orDefault(cfg.Window.Duration, defaultRollbackWindow) {
 		c.rollout.Store(nil)
 		closeLater(r.other, "the previous module")
-		klog.InfoS("rollback window over; previous module released", "sha256", r.file.digest, "previousSHA256", r.otherFile.digest, "calls", calls, "failed", failures)
+		klog.InfoS("rollback window over; previous module released", "sha256", r.file.Digest, "previousSHA256", r.otherFile.Digest, "calls", calls, "failed", failures)
 	}
 }
 

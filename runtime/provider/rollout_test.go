@@ -149,14 +149,14 @@ var fastShadow = RolloutConfig{Shadow: ShadowConfig{Duration: metav1.Duration{Du
 func TestShadowRejectsDestructiveCandidate(t *testing.T) {
 	e := newRolloutEnv(t, 3, fastShadow)
 	bad := e.replace(t, "allgone")
-	if e.c.candidate() != bad || e.c.served.digest != e.digest {
-		t.Fatalf("candidate %q, loaded %q: the new module must be in shadow, not in service", e.c.candidate(), e.c.served.digest)
+	if e.c.candidate() != bad || e.c.served.Digest != e.digest {
+		t.Fatalf("candidate %q, loaded %q: the new module must be in shadow, not in service", e.c.candidate(), e.c.served.Digest)
 	}
 	shadow := e.c.rollout.Load()
 	e.poll(t, "rejection", func() bool { return e.c.rollout.Load() == nil })
 	seen := statsOf(shadow)
-	if e.c.served.digest != e.digest || e.c.rejected != bad {
-		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.served.digest, e.c.rejected)
+	if e.c.served.Digest != e.digest || e.c.rejected != bad {
+		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.served.Digest, e.c.rejected)
 	}
 	if seen.byVerdict[verdictDestructive] == 0 || len(seen.first) == 0 || seen.first[0].export != "instance_exists" {
 		t.Fatalf("comparison %s, first %v: want destructive InstanceExists disagreements", seen, seen.first)
@@ -186,7 +186,7 @@ func TestShadowPromotesBenignChange(t *testing.T) {
 		}
 	}
 	shadow := e.c.rollout.Load()
-	e.poll(t, "promotion", func() bool { return e.c.served.digest == next })
+	e.poll(t, "promotion", func() bool { return e.c.served.Digest == next })
 	seen := statsOf(shadow)
 	if seen.byVerdict[verdictDestructive] != 0 || seen.byVerdict[verdictBenign] == 0 || seen.byVerdict[verdictAgree] == 0 {
 		t.Fatalf("comparison %s: want agreements and benign differences only", seen)
@@ -210,7 +210,7 @@ func TestRollbackOnTraps(t *testing.T) {
 		Rollback: RollbackConfig{MinCalls: 4, FailurePercent: 50},
 	})
 	bad := e.replace(t, "trapmarked")
-	if e.c.served.digest != bad {
+	if e.c.served.Digest != bad {
 		t.Fatal("with shadowing disabled the new module must be in service at once")
 	}
 	i, _ := e.c.InstancesV2()
@@ -222,14 +222,14 @@ func TestRollbackOnTraps(t *testing.T) {
 		}
 	}
 	e.c.advanceRollout(context.Background())
-	if e.c.served.digest != e.digest || e.c.rejected != bad || e.c.rollout.Load() != nil {
-		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.served.digest, e.c.rejected, e.digest)
+	if e.c.served.Digest != e.digest || e.c.rejected != bad || e.c.rollout.Load() != nil {
+		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.served.Digest, e.c.rejected, e.digest)
 	}
 	if ok, err := i.InstanceExists(context.Background(), marked); !ok || err != nil {
 		t.Fatalf("after rollback InstanceExists = %v, %v", ok, err)
 	}
 	e.c.reloadIfChanged(context.Background())
-	if e.c.served.digest != e.digest || e.c.rollout.Load() != nil {
+	if e.c.served.Digest != e.digest || e.c.rollout.Load() != nil {
 		t.Fatal("the rolled-back file was taken again")
 	}
 }
@@ -286,12 +286,12 @@ func TestRejectionCoversSignature(t *testing.T) {
 	for range 3 {
 		c.reloadIfChanged(ctx)
 	}
-	if got := rejections() - before; got != 1 || c.served.digest == nextDigest {
-		t.Fatalf("%v rejections over three polls, loaded %s; want one rejection and the old module in service", got, c.served.digest)
+	if got := rejections() - before; got != 1 || c.served.Digest == nextDigest {
+		t.Fatalf("%v rejections over three polls, loaded %s; want one rejection and the old module in service", got, c.served.Digest)
 	}
 	sign(next)
 	c.reloadIfChanged(ctx)
-	if c.served.digest != nextDigest {
-		t.Fatalf("loaded %s after the signature arrived, want %s", c.served.digest, nextDigest)
+	if c.served.Digest != nextDigest {
+		t.Fatalf("loaded %s after the signature arrived, want %s", c.served.Digest, nextDigest)
 	}
 }
