@@ -338,7 +338,24 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	return t.next.RoundTrip(out)
+	resp, err := t.next.RoundTrip(out)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		t.auth.refused(req.Header.Get(abi.HeaderCredential), out.Header.Get("Authorization"))
+	}
+	return resp, err
+}
+
+// refused notes that the cloud answered 401 to a request authenticated
+// with credential's authorization: an OAuth2 token is dropped (a revoked
+// token would otherwise fail every call until it expired).
+func (a *authenticator) refused(credential, authorization string) {
+	cred := a.creds[credential]
+	if cred == nil || cred.tokens == nil {
+		return
+	}
+	if token, ok := strings.CutPrefix(authorization, "Bearer "); ok {
+		cred.tokens.reject(token)
+	}
 }
 
 // AuthError is a credential that could not be applied: a missing or

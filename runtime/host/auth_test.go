@@ -506,3 +506,65 @@ func benchmarkAuth(b *testing.B, a AuthConfig) {
 		}
 	}
 }
+
+// TestRevokedTokenReplaced: a 401 to a request that carried an OAuth2
+// token drops the token, so the next request gets a new one instead of
+// failing until the old one expires; a cloud that refuses every token
+// costs the token endpoint at most one exchange per tokenRejectAfter.
+func TestRevokedTokenReplaced(t *testing.T) {
+	tokens := newTokenServer(t, "t1", 3600)
+	var revoked sync.Map
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, ok := revoked.Load(r.Header.Get("Authorization")); ok {
+			w.WriteHeader(http.StatusUnauthorized)
+		}
+	}))
+	t.Cleanup(api.Close)
+	rt := newAuthTransport(t, CredentialsConfig{Dir: secretDir(t, map[string]string{"id": "ccm", "secret": "pw"}), Auth: []AuthConfig{
+		{Name: "token", Origins: []string{api.URL}, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{TokenURL: tokens.URL, ClientIDKey: "id", ClientSecretKey: "secret"}},
+	}}, http.DefaultTransport)
+	send := func() int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", api.URL, nil)
+		req.Header.Set(abi.HeaderCredential, "token")
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	setToken := func(token string) {
+		tokens.mu.Lock()
+		tokens.token = token
+		tokens.mu.Unlock()
+	}
+
+	defer func(d time.Duration) { tokenRejectAfter = d }(tokenRejectAfter)
+	tokenRejectAfter = 0
+	if code := send(); code != 200 || tokens.hits.Load() != 1 {
+		t.Fatalf("first request: %d, %d token requests", code, tokens.hits.Load())
+	}
+	revoked.Store("Bearer t1", true)
+	setToken("t2")
+	if code := send(); code != http.StatusUnauthorized {
+		t.Fatalf("request with the revoked token: %d, want 401", code)
+	}
+	if code := send(); code != 200 || tokens.hits.Load() != 2 {
+		t.Fatalf("next request: %d with %d token requests; want 200 with a new token", code, tokens.hits.Load())
+	}
+
+	// Every token refused: the young token is kept, not exchanged at
+	// every request.
+	tokenRejectAfter = time.Hour
+	revoked.Store("Bearer t2", true)
+	setToken("t3")
+	for range 5 {
+		if code := send(); code != http.StatusUnauthorized {
+			t.Fatalf("%d, want 401", code)
+		}
+	}
+	if n := tokens.hits.Load(); n != 2 {
+		t.Fatalf("%d token requests after five 401s to a token younger than tokenRejectAfter, want 2", n)
+	}
+}

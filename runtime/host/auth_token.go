@@ -31,6 +31,13 @@ const (
 	tokenBackoffMax = time.Minute
 )
 
+// tokenRejectAfter is how old a token must be before a 401 to a request
+// that carried it makes the host drop it (tokenCache.reject): a token
+// revoked at the server is replaced at the next request instead of at its
+// expiry, while a cloud that answers 401 to every token costs the token
+// endpoint at most one exchange per tokenRejectAfter.
+var tokenRejectAfter = 10 * time.Second
+
 var tokenHTTPClient = &http.Client{Timeout: tokenTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
 
 // tokenCaches holds one tokenCache per module name and token
@@ -57,6 +64,7 @@ type tokenCache struct {
 	secrets   [sha256.Size]byte
 	token     *oauth2.Token
 	refreshAt time.Time
+	obtained  time.Time
 	// fetching is closed when the exchange in flight ends.
 	fetching chan struct{}
 	err      error
@@ -110,7 +118,7 @@ func (c *tokenCache) get(ctx context.Context, secrets [sha256.Size]byte, fetch f
 				c.err, c.backoff = err, min(max(2*c.backoff, tokenBackoffMin), tokenBackoffMax)
 				c.retryAt = time.Now().Add(c.backoff)
 			} else {
-				c.token, c.refreshAt, c.err, c.backoff = tok, refreshTime(now, tok.Expiry), nil, 0
+				c.token, c.refreshAt, c.obtained, c.err, c.backoff = tok, refreshTime(now, tok.Expiry), time.Now(), nil, 0
 			}
 		}
 		old := c.token
@@ -119,6 +127,17 @@ func (c *tokenCache) get(ctx context.Context, secrets [sha256.Size]byte, fetch f
 			return old, nil // the refresh failed, the token still holds
 		}
 		return tok, err
+	}
+}
+
+// reject drops the current token when it is accessToken, which the cloud
+// has just refused with a 401, and is at least tokenRejectAfter old; the
+// next request then fetches a new one.
+func (c *tokenCache) reject(accessToken string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.token != nil && c.token.AccessToken == accessToken && time.Since(c.obtained) >= tokenRejectAfter {
+		c.token = nil
 	}
 }
 
