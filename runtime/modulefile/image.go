@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/runtime/oci"
@@ -84,24 +85,17 @@ func Follow(ctx context.Context, configured func() (Image, error), current, curr
 	// The last error reading the configuration and the last failed
 	// reference, each reported once rather than at every poll.
 	var badConfig, failedRef string
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		im, err := configured()
 		if err != nil {
 			if badConfig != err.Error() {
 				badConfig = err.Error()
 				klog.ErrorS(err, "changed cloud-config not usable; the current module stays in service")
 			}
-			continue
+			return
 		}
 		if im.Ref == "" || im.Ref == current && oci.ByDigest(im.Ref) {
-			continue
+			return
 		}
 		pullCtx, cancel := context.WithTimeout(ctx, refPullTimeout)
 		m, err := im.cache().Fetch(pullCtx, im.Ref)
@@ -115,13 +109,13 @@ func Follow(ctx context.Context, configured func() (Image, error), current, curr
 				klog.ErrorS(err, "pulling the new provider module failed; the current module stays in service; retrying",
 					"image", im.Ref, "current", current)
 			}
-			continue
+			return
 		}
 		if m.Digest != currentDigest {
 			klog.InfoS("provider module pulled for a changed module.image", "image", im.Ref, "digest", m.Digest)
 		}
 		current, currentDigest, failedRef = im.Ref, m.Digest, ""
-	}
+	}, interval)
 }
 
 // install writes wasm to path through a rename, so the reload never reads

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -52,20 +53,13 @@ const rolloutTick = 5 * time.Second
 // cheap.
 func (c *Cloud) watch(ctx context.Context) {
 	reload := c.cfg.Module.ReloadInterval.Duration
-	ticker := time.NewTicker(orDefault(reload, rolloutTick))
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			if reload > 0 {
-				c.reloadIfChanged(ctx)
-			}
-			c.advanceRollout(ctx)
-			c.recordLastKnownGood(ctx)
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if reload > 0 {
+			c.reloadIfChanged(ctx)
 		}
-	}
+		c.advanceRollout(ctx)
+		c.recordLastKnownGood(ctx)
+	}, orDefault(reload, rolloutTick))
 }
 
 // reloadIfChanged starts the rollout of the module file's new content, if
