@@ -95,6 +95,8 @@ type Cloud struct {
 	auth *authEvents
 	// budget bounds Node deletions (deletionbudget.go); nil when disabled.
 	budget *deletionBudget
+	// control is the verdict of the last control probe (corroborate.go).
+	control controlProbe
 	nodes  atomic.Pointer[nodeCache]
 }
 

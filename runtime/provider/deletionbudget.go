@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -73,10 +74,11 @@ type SafetyConfig struct {
 // must be written out, because it lets a faulty module delete every
 // NotReady Node at once.
 type DeletionBudgetConfig struct {
-	Disabled bool            `json:"disabled,omitempty"`
-	Count    *int            `json:"count,omitempty"`
-	Percent  *int            `json:"percent,omitempty"`
-	Window   metav1.Duration `json:"window,omitempty"`
+	Disabled     bool                `json:"disabled,omitempty"`
+	Count        *int                `json:"count,omitempty"`
+	Percent      *int                `json:"percent,omitempty"`
+	Window       metav1.Duration     `json:"window,omitempty"`
+	Corroborated CorroborationConfig `json:"corroborated,omitempty"`
 }
 
 func (c SafetyConfig) validate() error {
@@ -87,6 +89,9 @@ func (c SafetyConfig) validate() error {
 	}
 	if b.Percent != nil && (*b.Percent < 0 || *b.Percent > 100) {
 		errs = append(errs, fmt.Errorf("safety.maxNodeDeletions.percent %d is outside 0..100", *b.Percent))
+	}
+	if p := b.Corroborated.Percent; p != nil && (*p < 0 || *p > 100) {
+		errs = append(errs, fmt.Errorf("safety.maxNodeDeletions.corroborated.percent %d is outside 0..100", *p))
 	}
 	if b.Window.Duration < 0 {
 		errs = append(errs, errors.New("safety.maxNodeDeletions.window must not be negative"))
@@ -114,7 +119,10 @@ func init() { legacyregistry.MustRegister(deletionsAdmitted, deletionsDeferred) 
 // never on the ordinary call path.
 type deletionBudget struct {
 	count, percent int
-	window         time.Duration
+	// corroboratedPercent caps the admissions, corroborated ones included
+	// (corroborate.go); 0 when corroboration is off.
+	corroboratedPercent int
+	window              time.Duration
 	// nodeCount is the cluster's Node count; 0 until known.
 	nodeCount func() int
 	now       func() time.Time
@@ -148,6 +156,12 @@ func newDeletionBudget(cfg DeletionBudgetConfig, nodeCount func() int) *deletion
 	if cfg.Window.Duration > 0 {
 		b.window = cfg.Window.Duration
 	}
+	if !cfg.Corroborated.Disabled {
+		b.corroboratedPercent = defaultCorroboratedPercent
+		if cfg.Corroborated.Percent != nil {
+			b.corroboratedPercent = *cfg.Corroborated.Percent
+		}
+	}
 	return b
 }
 
@@ -162,14 +176,34 @@ type budgetDecision struct {
 	admitted bool
 	// fresh is set when this answer admitted the Node, not an earlier one.
 	fresh bool
+	// corroborable is set on a refusal that corroborated evidence may
+	// still turn into an admission: the budget is spent, its ceiling is not.
+	corroborable bool
 	// report is set on the first refusal of a Node in a window.
 	report bool
 	// used and limit describe the window at the time of the decision.
 	used, limit int
 }
 
-// admit decides whether the deletion of node may proceed.
+// ceiling is what corroborated admissions may fill the window up to:
+// never less than the budget itself.
+func (b *deletionBudget) ceiling() int {
+	return max(b.limit(), b.nodeCount()*b.corroboratedPercent/100)
+}
+
+// admit decides whether the deletion of node may proceed on the module's
+// word alone.
 func (b *deletionBudget) admit(node string) budgetDecision {
+	return b.decide(node, false)
+}
+
+// admitCorroborated decides again once the answer has been corroborated:
+// the ceiling applies instead of the budget.
+func (b *deletionBudget) admitCorroborated(node string) budgetDecision {
+	return b.decide(node, true)
+}
+
+func (b *deletionBudget) decide(node string, corroborated bool) budgetDecision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.now()
@@ -178,15 +212,29 @@ func (b *deletionBudget) admit(node string) budgetDecision {
 			delete(b.admitted, name)
 		}
 	}
-	limit := b.limit()
+	limit, ceiling := b.limit(), b.ceiling()
 	if _, ok := b.admitted[node]; ok {
 		return budgetDecision{admitted: true, used: len(b.admitted), limit: limit}
 	}
-	if len(b.admitted) < limit {
+	if len(b.admitted) < limit || corroborated && len(b.admitted) < ceiling {
 		b.admitted[node] = now
 		delete(b.deferred, node)
 		return budgetDecision{admitted: true, fresh: true, used: len(b.admitted), limit: limit}
 	}
+	if !corroborated && len(b.admitted) < ceiling {
+		return budgetDecision{corroborable: true, used: len(b.admitted), limit: limit}
+	}
+	return b.refuseLocked(node, now, limit)
+}
+
+// refuse records a refusal of an answer that found no corroboration.
+func (b *deletionBudget) refuse(node string) budgetDecision {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refuseLocked(node, b.now(), b.limit())
+}
+
+func (b *deletionBudget) refuseLocked(node string, now time.Time, limit int) budgetDecision {
 	last, seen := b.deferred[node]
 	report := !seen || now.Sub(last) >= b.window
 	if report {
@@ -195,39 +243,57 @@ func (b *deletionBudget) admit(node string) budgetDecision {
 	return budgetDecision{report: report, used: len(b.admitted), limit: limit}
 }
 
-// nodeRef names the Node an answer is about. uid is empty when the
-// answer came by name or provider ID and the Node cache did not know it.
+// nodeRef names the Node an answer is about. node is nil, and uid empty,
+// when the answer came by name or provider ID and the Node cache did not
+// know it.
 type nodeRef struct {
 	name string
 	uid  types.UID
+	node *v1.Node
 }
+
+func refOf(n *v1.Node) nodeRef { return nodeRef{name: n.Name, uid: n.UID, node: n} }
 
 // errDeletionDeferred is returned instead of an answer that would delete a
 // Node past the budget.
 var errDeletionDeferred = errors.New("node deletion deferred by wasmccm's deletion budget")
 
 // admitDeletion passes a "gone" answer about node through the budget: nil
-// lets it through, an error replaces it.
-func (c *Cloud) admitDeletion(node nodeRef) error {
+// lets it through, an error replaces it. Past the budget, an answer the
+// control probe and the previous module corroborate (corroborate.go) is
+// admitted up to the ceiling.
+func (c *Cloud) admitDeletion(ctx context.Context, node nodeRef) error {
 	if c.budget == nil {
 		return nil
 	}
 	d := c.budget.admit(node.name)
+	uncorroborated := "corroboration is disabled or its ceiling reached"
+	if d.corroborable {
+		if uncorroborated = c.corroborate(ctx, node); uncorroborated == "" {
+			d = c.budget.admitCorroborated(node.name)
+		} else {
+			d = c.budget.refuse(node.name)
+		}
+	}
 	if d.admitted {
-		if d.fresh {
+		if d.fresh && uncorroborated == "" {
+			deletionsCorroborated.Inc()
+			klog.InfoS("node deletion admitted beyond the deletion budget: Ready Nodes answered present, and the previous module, if any, agreed",
+				"node", node.name, "admitted", d.used, "limit", d.limit, "ceiling", c.budget.ceiling(), "window", c.budget.window)
+		} else if d.fresh {
 			deletionsAdmitted.Inc()
 			klog.InfoS("node deletion admitted by the deletion budget", "node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window)
 		}
 		return nil
 	}
 	deletionsDeferred.Inc()
-	err := fmt.Errorf("%w: %d of %d Nodes already admitted in the last %s; %s stays until the window slides",
-		errDeletionDeferred, d.used, d.limit, c.budget.window, node.name)
+	err := fmt.Errorf("%w: %d of %d Nodes already admitted in the last %s, and the answer is not corroborated (%s); %s stays until the window slides",
+		errDeletionDeferred, d.used, d.limit, c.budget.window, uncorroborated, node.name)
 	if d.report {
-		klog.InfoS("node deletion deferred: the module answered that the Node's instance is gone, but the deletion budget is spent",
-			"node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window)
-		msg := fmt.Sprintf("The provider module answered that Node %s's instance is gone; its deletion is deferred because %d of %d Nodes were already admitted for deletion in the last %s (safety.maxNodeDeletions). It proceeds when the window slides if the module still says so.",
-			node.name, d.used, d.limit, c.budget.window)
+		klog.InfoS("node deletion deferred: the module answered that the Node's instance is gone, but the deletion budget is spent and nothing corroborates the answer",
+			"node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window, "uncorroborated", uncorroborated)
+		msg := fmt.Sprintf("The provider module answered that Node %s's instance is gone; its deletion is deferred because %d of %d Nodes were already admitted for deletion in the last %s (safety.maxNodeDeletions) and %s. It proceeds when the window slides if the module still says so.",
+			node.name, d.used, d.limit, c.budget.window, uncorroborated)
 		c.events.emitNode(node, v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
 		c.events.emit(v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
 	}
@@ -271,7 +337,7 @@ func (c *Cloud) nodeCount() int { return len(c.listNodes()) }
 func (c *Cloud) nodeByName(name string) nodeRef {
 	if nc := c.nodes.Load(); nc != nil {
 		if n, err := nc.lister.Get(name); err == nil {
-			return nodeRef{name: n.Name, uid: n.UID}
+			return refOf(n)
 		}
 	}
 	return nodeRef{name: name}
@@ -280,7 +346,7 @@ func (c *Cloud) nodeByName(name string) nodeRef {
 func (c *Cloud) nodeByProviderID(providerID string) nodeRef {
 	for _, n := range c.listNodes() {
 		if n.Spec.ProviderID == providerID {
-			return nodeRef{name: n.Name, uid: n.UID}
+			return refOf(n)
 		}
 	}
 	return nodeRef{name: providerID}

@@ -21,7 +21,13 @@ type fakeClock struct{ now time.Time }
 func (f *fakeClock) Now() time.Time          { return f.now }
 func (f *fakeClock) advance(d time.Duration) { f.now = f.now.Add(d) }
 
+// testBudget returns the budget cfg asks for, without corroboration
+// unless cfg sets it: these tests are about the budget's own arithmetic
+// (corroborate_test.go is about the rest).
 func testBudget(cfg DeletionBudgetConfig, nodes int) (*deletionBudget, *fakeClock) {
+	if cfg.Corroborated == (CorroborationConfig{}) {
+		cfg.Corroborated.Disabled = true
+	}
 	clock := &fakeClock{now: time.Unix(1_800_000_000, 0)}
 	b := newDeletionBudget(cfg, func() int { return nodes })
 	if b != nil {

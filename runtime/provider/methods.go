@@ -23,7 +23,7 @@ func (i instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, e
 		return false, mapError(err, notFoundIsError)
 	}
 	if !exists {
-		if err := i.admitDeletion(nodeRef{name: node.Name, uid: node.UID}); err != nil {
+		if err := i.admitDeletion(ctx, refOf(node)); err != nil {
 			return false, err
 		}
 	}
@@ -91,7 +91,7 @@ func (i instances) NodeAddressesByProviderID(ctx context.Context, providerID str
 func (i instances) InstanceID(ctx context.Context, name types.NodeName) (string, error) {
 	id, err := i.callString(ctx, abi.ExportInstanceID, string(name), notFoundIsInstanceNotFound)
 	if errors.Is(err, cloudprovider.InstanceNotFound) {
-		if err := i.admitDeletion(i.nodeByName(string(name))); err != nil {
+		if err := i.admitDeletion(ctx, i.nodeByName(string(name))); err != nil {
 			return "", err
 		}
 	}
@@ -121,7 +121,7 @@ func (i instances) CurrentNodeName(ctx context.Context, hostname string) (types.
 func (i instances) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
 	exists, err := i.callBool(ctx, abi.ExportInstanceExistsByProviderID, providerID, notFoundIsError)
 	if err == nil && !exists {
-		if err := i.admitDeletion(i.nodeByProviderID(providerID)); err != nil {
+		if err := i.admitDeletion(ctx, i.nodeByProviderID(providerID)); err != nil {
 			return false, err
 		}
 	}

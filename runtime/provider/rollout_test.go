@@ -50,8 +50,11 @@ func simcloudModule(t testing.TB, pkg string) ([]byte, string) {
 type rolloutEnv struct {
 	c      *Cloud
 	cloud  *simcloud.Cloud
+	client *fake.Clientset
 	nodes  []*v1.Node
-	digest string
+	// instances maps Node names to instance IDs.
+	instances map[string]string
+	digest    string
 }
 
 // simcloudGrants starts a simulated cloud and returns it with the
@@ -79,12 +82,14 @@ func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
 		cfg.Module.Rollout = rollout
 	})
 	client := fake.NewClientset()
-	e := &rolloutEnv{c: c, cloud: cloud, digest: digest}
+	e := &rolloutEnv{c: c, cloud: cloud, client: client, instances: map[string]string{}, digest: digest}
 	for i := range nodes {
 		name := fmt.Sprintf("node-%d", i)
-		if _, err := cloud.AddInstance(simcloud.Instance{Name: name, Zone: "sim-1a", Region: "sim-1", State: "running"}); err != nil {
+		in, err := cloud.AddInstance(simcloud.Instance{Name: name, Zone: "sim-1a", Region: "sim-1", State: "running"})
+		if err != nil {
 			t.Fatal(err)
 		}
+		e.instances[name] = in.ID
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}}
 		if _, err := client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
