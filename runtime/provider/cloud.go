@@ -97,7 +97,7 @@ type Cloud struct {
 	budget *deletionBudget
 	// control is the verdict of the last control probe (corroborate.go).
 	control controlProbe
-	nodes  atomic.Pointer[nodeCache]
+	nodes   atomic.Pointer[nodeCache]
 }
 
 var (
