@@ -179,10 +179,11 @@ func TestParseSafetyAndRolloutConfig(t *testing.T) {
   rollout:
     shadow: {duration: 1m, calls: 10, concurrency: 2}
     rollback: {window: 10m, minCalls: 5, failurePercent: 50}
-safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m}}
+safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m, corroborated: {percent: 20}}}
 `, ""},
 		{"disabled", "module: {path: x, rollout: {shadow: {disabled: true}, rollback: {disabled: true}}}\nsafety: {maxNodeDeletions: {disabled: true}}\n", ""},
 		{"percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {percent: 101}}\n", "outside 0..100"},
+		{"corroborated percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {corroborated: {percent: 150}}}\n", "corroborated.percent 150 is outside"},
 		{"negative count", "module: {path: x}\nsafety: {maxNodeDeletions: {count: -1}}\n", "is negative"},
 		{"typo", "module: {path: x}\nsafety: {maxNodeDeletion: {count: 1}}\n", `unknown field "maxNodeDeletion"`},
 		{"bad failure percent", "module: {path: x, rollout: {rollback: {failurePercent: 200}}}\n", "failurePercent"},
