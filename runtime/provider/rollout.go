@@ -33,9 +33,10 @@ import (
 // violations) too often, the host switches back. A rejected or rolled-back
 // file is refused, by sha256, until the file changes again.
 //
-// None of this exists at start-up: with no previous module to compare
-// with or return to, the deletion budget (deletionbudget.go) is what protects the
-// Nodes from a bad module.
+// At start-up the last-known-good record (lastknowngood.go) plays the
+// previous module; without one (a first install) there is nothing to
+// compare with or return to, and the deletion budget (deletionbudget.go)
+// is what protects the Nodes from a bad module.
 
 // Defaults of module.rollout.
 const (
