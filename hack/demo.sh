@@ -12,8 +12,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh
 
+# TinyGo's install is mostly Debian downloads: it overlaps the apiserver's
+# build, which is what a cold demo waits for.
+hack/install-tinygo.sh >/dev/null &
+tinygo=$!
 hack/install-e2e-deps.sh >/dev/null
-hack/install-tinygo.sh >/dev/null
+wait "$tinygo"
 wasmccm::log "building wasm-cloud-controller-manager and simcloud"
 go build -o bin/ ./cmd/wasm-cloud-controller-manager ./cmd/simcloud
 exec go run ./examples/demo -bin bin "$@"
