@@ -1,0 +1,146 @@
+package aws
+
+import (
+	"context"
+	"encoding/xml"
+	"errors"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
+)
+
+// ec2Version is the EC2 Query API version the official CCM's SDK speaks.
+const ec2Version = "2016-11-15"
+
+// throttleDelay is how long a throttled call asks the controllers to wait
+// when the API names no delay: EC2 signals throttling with an error code,
+// not a Retry-After header.
+const throttleDelay = 5 * time.Second
+
+// queryAPI reaches one AWS Query-protocol API: form-encoded POSTs, XML
+// answers. The host signs each request for service and region with the
+// named credential.
+type queryAPI struct {
+	host                       sdk.Host
+	endpoint, version, service string
+	region, credential         string
+	timeout                    time.Duration
+}
+
+// apiError is an error answer of the API.
+type apiError struct {
+	what    string
+	status  int32
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string {
+	return "aws: " + e.what + ": " + strconv.Itoa(int(e.status)) + " " + e.code + ": " + e.message
+}
+
+// absent reports an error answer that proves the object does not exist:
+// the API's own not-found codes (InvalidInstanceID.NotFound,
+// InvalidRoute.NotFound, ...), never a status alone.
+func absent(err error) bool {
+	var e *apiError
+	return errors.As(err, &e) && e.status == 400 && strings.HasSuffix(e.code, ".NotFound")
+}
+
+// call performs action with params and decodes the answer into into.
+func (a *queryAPI) call(ctx context.Context, what, action string, params url.Values, into any) error {
+	if a.endpoint == "" {
+		return errors.New("aws: " + what + ": the provider is not initialized")
+	}
+	if err := ctx.Err(); err != nil {
+		return errors.New("aws: " + what + ": " + err.Error())
+	}
+	params.Set("Action", action)
+	params.Set("Version", a.version)
+	req := &abi.HTTPRequest{Method: "POST", URL: a.endpoint + "/", Body: []byte(params.Encode()), Headers: []abi.Header{
+		{Name: "Content-Type", Value: "application/x-www-form-urlencoded; charset=utf-8"},
+		{Name: abi.HeaderCredential, Value: a.credential},
+		{Name: abi.HeaderSigV4Service, Value: a.service},
+		{Name: abi.HeaderSigV4Region, Value: a.region},
+	}}
+	timeout := a.timeout
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); timeout == 0 || left < timeout {
+			timeout = max(left, time.Millisecond)
+		}
+	}
+	if timeout > 0 {
+		req.TimeoutMillis = uint32(min(timeout.Milliseconds(), int64(^uint32(0))))
+	}
+	resp, err := a.host.HTTP(req)
+	if err == nil && resp.Error != "" {
+		err = errors.New(resp.Error)
+	}
+	if err != nil {
+		return errors.New("aws: " + what + ": " + action + ": no response: " + err.Error())
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return a.errorOf(what, action, resp)
+	}
+	if err := xml.Unmarshal(resp.Body, into); err != nil {
+		return errors.New("aws: " + what + ": " + action + ": decoding the " + strconv.Itoa(int(resp.StatusCode)) + " answer: " + err.Error())
+	}
+	return nil
+}
+
+// errorOf maps an error answer: throttling becomes sdk.RetryAfter, which
+// the controllers honour; everything else an *apiError.
+func (a *queryAPI) errorOf(what, action string, resp *abi.HTTPResponse) error {
+	var body struct {
+		Errors []struct {
+			Code    string `xml:"Code"`
+			Message string `xml:"Message"`
+		} `xml:"Errors>Error"`
+	}
+	e := &apiError{what: what + ": " + action, status: resp.StatusCode, code: "unparsable error", message: rest.Excerpt(resp.Body)}
+	if xml.Unmarshal(resp.Body, &body) == nil && len(body.Errors) > 0 {
+		e.code, e.message = body.Errors[0].Code, body.Errors[0].Message
+	}
+	if e.code == "RequestLimitExceeded" || e.code == "Throttling" || resp.StatusCode == 429 {
+		delay := throttleDelay
+		for _, h := range resp.Headers {
+			if strings.EqualFold(h.Name, "Retry-After") {
+				if d, ok := rest.RetryAfterHeader(h.Value); ok {
+					delay = d
+				}
+			}
+		}
+		return sdk.RetryAfter(delay, e.Error())
+	}
+	return e
+}
+
+// tag is an EC2 tag as answers carry it.
+type tag struct {
+	Key   string `xml:"key"`
+	Value string `xml:"value"`
+}
+
+func tagValue(tags []tag, key string) (string, bool) {
+	for _, t := range tags {
+		if t.Key == key {
+			return t.Value, true
+		}
+	}
+	return "", false
+}
+
+// filters adds EC2 Filter.N parameters, one value each.
+func filters(params url.Values, nameValues ...string) url.Values {
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		n := strconv.Itoa(i/2 + 1)
+		params.Set("Filter."+n+".Name", nameValues[i])
+		params.Set("Filter."+n+".Value.1", nameValues[i+1])
+	}
+	return params
+}

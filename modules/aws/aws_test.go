@@ -1,0 +1,235 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/examples/awsfake"
+	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/native"
+	"github.com/wasmccm/wasmccm/runtime/host"
+)
+
+const cluster = "c1"
+
+var clusterTags = map[string]string{"kubernetes.io/cluster/" + cluster: "owned"}
+
+type env struct {
+	cloud     *awsfake.Cloud
+	p         *Provider
+	instances map[string]awsfake.Instance
+	table     awsfake.RouteTable
+}
+
+// newEnv starts a fake EC2 with the cluster's route table and instances
+// running, stopped and terminated, and a provider signing with secret.
+func newEnv(t *testing.T, secret string) *env {
+	t.Helper()
+	cloud := awsfake.New(awsfake.Options{})
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	e := &env{cloud: cloud, instances: map[string]awsfake.Instance{}}
+	var err error
+	if e.table, err = cloud.AddRouteTable("", clusterTags); err != nil {
+		t.Fatal(err)
+	}
+	for _, state := range []string{"running", "stopped", "terminated"} {
+		in, err := cloud.AddInstance(awsfake.Instance{Type: "m5.large", Tags: clusterTags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.instances[state] = in // as it was while running: terminated loses its names
+		if state != "running" {
+			if err := cloud.SetInstanceState(in.ID, state); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	e.p = New(sigV4Host(t, srv.URL, secret))
+	if err := e.p.Init(context.Background(), cluster, []byte(`{"region": "us-east-1", "clusterID": "c1", "ec2Endpoint": "`+srv.URL+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// sigV4Host is a native host that signs requests naming the "aws"
+// credential, as the wasm host does for the module.
+func sigV4Host(t *testing.T, origin, secret string) *native.Host {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range map[string]string{"id": awsfake.DefaultAccessKeyID, "secret": secret} {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	auth, err := host.NewAuthTransport("aws", host.CredentialsConfig{Dir: dir, Auth: []host.AuthConfig{{Name: "aws",
+		Origins: []string{origin}, SigV4: &host.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"}}}}, http.DefaultTransport)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &native.Host{Transport: auth}
+}
+
+// byID and byName are the two ways a Node names its instance.
+func (e *env) byID(name string) *abi.Node {
+	in := e.instances[name]
+	return &abi.Node{Name: in.PrivateDNSName, ProviderID: "aws:///" + in.Zone + "/" + in.ID}
+}
+
+func (e *env) byName(name string) *abi.Node { return &abi.Node{Name: e.instances[name].PrivateDNSName} }
+
+func TestInstanceMetadata(t *testing.T) {
+	e := newEnv(t, awsfake.DefaultSecretAccessKey)
+	in := e.instances["running"]
+	want := &abi.InstanceMetadata{
+		ProviderID: "aws:///" + in.Zone + "/" + in.ID, InstanceType: "m5.large", Zone: in.Zone, Region: "us-east-1",
+		NodeAddresses: []abi.NodeAddress{
+			{Type: "InternalIP", Address: in.PrivateIP},
+			{Type: "ExternalIP", Address: in.PublicIP},
+			{Type: "InternalDNS", Address: in.PrivateDNSName},
+			{Type: "Hostname", Address: in.PrivateDNSName},
+			{Type: "ExternalDNS", Address: in.PublicDNSName},
+		},
+	}
+	for how, node := range map[string]*abi.Node{"by provider ID": e.byID("running"), "by name": e.byName("running")} {
+		got, err := e.p.InstanceMetadata(context.Background(), node)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: %+v, %v\nwant %+v", how, got, err, want)
+		}
+	}
+	if _, err := e.p.InstanceMetadata(context.Background(), &abi.Node{Name: "ip-10-9-9-9.ec2.internal"}); !errors.Is(err, sdk.ErrNotFound) {
+		t.Errorf("unknown Node: %v, want NotFound", err)
+	}
+}
+
+// TestInstanceStates: a terminated or unknown instance is gone, a stopped
+// one shut down, by provider ID and by name.
+func TestInstanceStates(t *testing.T) {
+	e := newEnv(t, awsfake.DefaultSecretAccessKey)
+	unknownID := &abi.Node{Name: "x", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}
+	unknownName := &abi.Node{Name: "ip-10-9-9-9.ec2.internal"}
+	tests := []struct {
+		name             string
+		node             *abi.Node
+		exists, shutdown bool
+	}{
+		{"running by ID", e.byID("running"), true, false},
+		{"running by name", e.byName("running"), true, false},
+		{"stopped by ID", e.byID("stopped"), true, true},
+		{"stopped by name", e.byName("stopped"), true, true},
+		{"terminated by ID", e.byID("terminated"), false, false},
+		{"unknown ID", unknownID, false, false},
+		{"unknown name", unknownName, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exists, err := e.p.InstanceExists(context.Background(), tt.node)
+			if err != nil || exists != tt.exists {
+				t.Fatalf("InstanceExists = %v, %v; want %v", exists, err, tt.exists)
+			}
+			if !tt.exists {
+				return
+			}
+			shutdown, err := e.p.InstanceShutdown(context.Background(), tt.node)
+			if err != nil || shutdown != tt.shutdown {
+				t.Fatalf("InstanceShutdown = %v, %v; want %v", shutdown, err, tt.shutdown)
+			}
+		})
+	}
+}
+
+// TestNeverGoneOnDoubt: faults and refused signatures are errors, never
+// "gone" or "shut down".
+func TestNeverGoneOnDoubt(t *testing.T) {
+	faults := map[string]faultinject.Fault{
+		"500":       {Route: "ec2:DescribeInstances", Always: true, Status: 500},
+		"503":       {Route: "ec2:DescribeInstances", Always: true, Status: 503},
+		"throttled": {Route: "ec2:DescribeInstances", Always: true, Status: 429, RetryAfter: 2},
+		"401":       {Route: "ec2:DescribeInstances", Always: true, Status: 401},
+		"wrong key": {},
+	}
+	for name, f := range faults {
+		t.Run(name, func(t *testing.T) {
+			secret := awsfake.DefaultSecretAccessKey
+			if name == "wrong key" {
+				secret = "not-the-secret"
+			}
+			e := newEnv(t, secret)
+			if f.Route != "" {
+				if _, err := e.cloud.Faults.Add(f); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, node := range []*abi.Node{e.byID("running"), e.byName("running"), e.byID("stopped")} {
+				if exists, err := e.p.InstanceExists(context.Background(), node); err == nil {
+					t.Errorf("InstanceExists(%s) = %v without an error", node.Name, exists)
+				}
+				if shutdown, err := e.p.InstanceShutdown(context.Background(), node); err == nil || shutdown {
+					t.Errorf("InstanceShutdown(%s) = %v, %v", node.Name, shutdown, err)
+				}
+				if _, err := e.p.InstanceMetadata(context.Background(), node); err == nil || errors.Is(err, sdk.ErrNotFound) {
+					t.Errorf("InstanceMetadata(%s): %v, want an error other than NotFound", node.Name, err)
+				}
+			}
+		})
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	e := newEnv(t, awsfake.DefaultSecretAccessKey)
+	ctx := context.Background()
+	running := e.instances["running"]
+	r := &abi.Route{TargetNode: running.PrivateDNSName, DestinationCIDR: "10.244.1.0/24"}
+	for range 2 { // the second create finds the route in place
+		if err := e.p.CreateRoute(ctx, cluster, "hint", r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if in, _ := e.cloud.Instance(running.ID); !in.NoSourceDestCheck {
+		t.Error("the source/destination check of the target is still on")
+	}
+	routes, err := e.p.ListRoutes(ctx, cluster)
+	want := []abi.Route{{Name: cluster + "-10.244.1.0/24", TargetNode: running.PrivateDNSName, DestinationCIDR: "10.244.1.0/24"}}
+	if err != nil || !reflect.DeepEqual(routes, want) {
+		t.Fatalf("ListRoutes = %+v, %v; want %+v", routes, err, want)
+	}
+	if err := e.cloud.TerminateInstance(running.ID); err != nil {
+		t.Fatal(err)
+	}
+	routes, err = e.p.ListRoutes(ctx, cluster)
+	want = []abi.Route{{Name: cluster + "-10.244.1.0/24", DestinationCIDR: "10.244.1.0/24", Blackhole: true}}
+	if err != nil || !reflect.DeepEqual(routes, want) {
+		t.Fatalf("after termination: ListRoutes = %+v, %v; want %+v", routes, err, want)
+	}
+	for range 2 { // deleting a deleted route succeeds: the API says it is absent
+		if err := e.p.DeleteRoute(ctx, cluster, &want[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if routes, err := e.p.ListRoutes(ctx, cluster); err != nil || len(routes) != 0 {
+		t.Fatalf("after delete: %+v, %v", routes, err)
+	}
+	if _, err := e.cloud.Faults.Add(faultinject.Fault{Route: "ec2:DescribeRouteTables", Always: true, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if routes, err := e.p.ListRoutes(ctx, cluster); err == nil {
+		t.Fatalf("ListRoutes under a fault = %+v without an error", routes)
+	}
+}
+
+func TestInitRejectsBadConfig(t *testing.T) {
+	for _, cfg := range []string{`{}`, `{"region": "us-east-1"}`, `{"region": "r", "clusterID": "c", "ec2Endpoint": "ftp://x"}`,
+		`{"region": "r", "clusterID": "c", "requestTimeout": "-1s"}`, `{"region": "r", "clusterID": "c", "typo": 1}`} {
+		if err := New(&native.Host{}).Init(context.Background(), cluster, []byte(cfg)); err == nil {
+			t.Errorf("Init(%s) accepted", cfg)
+		}
+	}
+}

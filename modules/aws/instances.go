@@ -1,0 +1,205 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk"
+)
+
+// instance is what the provider reads of an EC2 instance.
+type instance struct {
+	ID    string `xml:"instanceId"`
+	State struct {
+		Name string `xml:"name"`
+	} `xml:"instanceState"`
+	PrivateDNSName   string `xml:"privateDnsName"`
+	PublicDNSName    string `xml:"dnsName"`
+	PrivateIPAddress string `xml:"privateIpAddress"`
+	PublicIPAddress  string `xml:"ipAddress"`
+	Type             string `xml:"instanceType"`
+	Placement        struct {
+		AvailabilityZone string `xml:"availabilityZone"`
+	} `xml:"placement"`
+	SourceDestCheck   bool               `xml:"sourceDestCheck"`
+	Tags              []tag              `xml:"tagSet>item"`
+	NetworkInterfaces []networkInterface `xml:"networkInterfaceSet>item"`
+}
+
+type networkInterface struct {
+	Status     string `xml:"status"`
+	Attachment struct {
+		DeviceIndex int `xml:"deviceIndex"`
+	} `xml:"attachment"`
+	PrivateIPs []struct {
+		Address string `xml:"privateIpAddress"`
+	} `xml:"privateIpAddressesSet>item"`
+}
+
+type describeInstancesResponse struct {
+	Reservations []struct {
+		Instances []instance `xml:"instancesSet>item"`
+	} `xml:"reservationSet>item"`
+	NextToken string `xml:"nextToken"`
+}
+
+// describeInstances lists every instance params select, across pages.
+func (p *Provider) describeInstances(ctx context.Context, what string, params url.Values) ([]instance, error) {
+	var all []instance
+	for token := ""; ; {
+		if token != "" {
+			params.Set("NextToken", token)
+		}
+		var page describeInstancesResponse
+		if err := p.ec2.call(ctx, what, "DescribeInstances", params, &page); err != nil {
+			return nil, err
+		}
+		for _, r := range page.Reservations {
+			all = append(all, r.Instances...)
+		}
+		if token = page.NextToken; token == "" {
+			return all, nil
+		}
+	}
+}
+
+// instanceID extracts the instance ID of a provider ID as the official
+// CCM writes it ("aws:///us-east-1a/i-0123") or abbreviates it.
+func instanceID(providerID string) (string, error) {
+	rest, ok := strings.CutPrefix(providerID, "aws://")
+	if !ok {
+		return "", errors.New("aws: provider ID " + providerID + " is not an aws:// ID; this module does not manage it")
+	}
+	id := rest[strings.LastIndexByte(rest, '/')+1:]
+	if !strings.HasPrefix(id, "i-") || len(id) < 3 {
+		return "", errors.New("aws: provider ID " + providerID + " does not end in an instance ID")
+	}
+	return id, nil
+}
+
+// nodeInstance finds the node's instance, by provider ID or else by its
+// name (the private DNS name). It returns nil, nil only when the API said
+// so: a not-found error, or a complete listing without the instance.
+func (p *Provider) nodeInstance(ctx context.Context, node *abi.Node) (*instance, error) {
+	if node.ProviderID != "" {
+		id, err := instanceID(node.ProviderID)
+		if err != nil {
+			return nil, err
+		}
+		list, err := p.describeInstances(ctx, "describing instance "+id, url.Values{"InstanceId.1": {id}})
+		if absent(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return pick(list, func(in *instance) bool { return in.ID == id }), nil
+	}
+	list, err := p.describeInstances(ctx, "finding the instance of Node "+node.Name,
+		filters(url.Values{}, "private-dns-name", node.Name, "tag-key", p.clusterTag))
+	if err != nil {
+		return nil, err
+	}
+	return pick(list, func(in *instance) bool { return in.PrivateDNSName == node.Name }), nil
+}
+
+// pick returns the matching instance, preferring one not terminated:
+// private DNS names are reused, and a terminated instance stays listed for
+// a while.
+func pick(list []instance, match func(*instance) bool) *instance {
+	var found *instance
+	for i := range list {
+		if in := &list[i]; match(in) && (found == nil || found.State.Name == "terminated") {
+			found = in
+		}
+	}
+	return found
+}
+
+// InstanceExists answers false for an instance the API does not know or
+// reports terminated.
+func (p *Provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, error) {
+	in, err := p.nodeInstance(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	if in == nil || in.State.Name == "terminated" {
+		p.logf(abi.LogInfo, "the instance of Node "+node.Name+" does not exist or is terminated")
+		return false, nil
+	}
+	return true, nil
+}
+
+// InstanceShutdown reports a stopping or stopped instance.
+func (p *Provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, error) {
+	in, err := p.nodeInstance(ctx, node)
+	if err != nil {
+		return false, err
+	}
+	if in == nil {
+		return false, notFound("the instance of Node " + node.Name + " does not exist")
+	}
+	return in.State.Name == "stopping" || in.State.Name == "stopped", nil
+}
+
+// InstanceMetadata describes the node's instance as the official CCM
+// does.
+func (p *Provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.InstanceMetadata, error) {
+	in, err := p.nodeInstance(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if in == nil {
+		return nil, notFound("the instance of Node " + node.Name + " does not exist")
+	}
+	zone := in.Placement.AvailabilityZone
+	return &abi.InstanceMetadata{
+		ProviderID:    "aws:///" + zone + "/" + in.ID,
+		InstanceType:  in.Type,
+		NodeAddresses: addresses(in),
+		Zone:          zone,
+		Region:        strings.TrimRight(zone, "abcdefghijklmnopqrstuvwxyz"),
+	}, nil
+}
+
+// addresses lists the private IPs of the attached interfaces, in device
+// order, then the public IP, the private DNS name (as InternalDNS and
+// Hostname) and the public DNS name.
+func addresses(in *instance) []abi.NodeAddress {
+	var out []abi.NodeAddress
+	add := func(typ, addr string) {
+		if addr != "" {
+			out = append(out, abi.NodeAddress{Type: typ, Address: addr})
+		}
+	}
+	nics := append([]networkInterface(nil), in.NetworkInterfaces...)
+	sort.SliceStable(nics, func(i, j int) bool { return nics[i].Attachment.DeviceIndex < nics[j].Attachment.DeviceIndex })
+	for _, nic := range nics {
+		if nic.Status != "in-use" {
+			continue
+		}
+		for _, ip := range nic.PrivateIPs {
+			add("InternalIP", ip.Address)
+		}
+	}
+	if len(out) == 0 {
+		add("InternalIP", in.PrivateIPAddress)
+	}
+	add("ExternalIP", in.PublicIPAddress)
+	add("InternalDNS", in.PrivateDNSName)
+	add("Hostname", in.PrivateDNSName)
+	add("ExternalDNS", in.PublicDNSName)
+	return out
+}
+
+// notFoundError is an error that matches sdk.ErrNotFound.
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return "aws: " + e.msg }
+func (e *notFoundError) Unwrap() error { return sdk.ErrNotFound }
+
+func notFound(msg string) error { return &notFoundError{msg} }

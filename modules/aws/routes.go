@@ -1,0 +1,154 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strconv"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// Routes live in the one route table tagged with the cluster tag, as the
+// official CCM keeps them: a route per Node's pod CIDR, to its instance.
+
+type route struct {
+	DestinationCIDR string `xml:"destinationCidrBlock"`
+	InstanceID      string `xml:"instanceId"`
+	State           string `xml:"state"`
+}
+
+type routeTable struct {
+	ID     string  `xml:"routeTableId"`
+	Routes []route `xml:"routeSet>item"`
+}
+
+type describeRouteTablesResponse struct {
+	RouteTables []routeTable `xml:"routeTableSet>item"`
+	NextToken   string       `xml:"nextToken"`
+}
+
+// routeTable finds the cluster's route table; none or several is an
+// error, never an empty table.
+func (p *Provider) routeTable(ctx context.Context) (*routeTable, error) {
+	var tables []routeTable
+	params := filters(url.Values{}, "tag-key", p.clusterTag)
+	for token := ""; ; {
+		if token != "" {
+			params.Set("NextToken", token)
+		}
+		var page describeRouteTablesResponse
+		if err := p.ec2.call(ctx, "finding the cluster's route table", "DescribeRouteTables", params, &page); err != nil {
+			return nil, err
+		}
+		tables = append(tables, page.RouteTables...)
+		if token = page.NextToken; token == "" {
+			break
+		}
+	}
+	if len(tables) != 1 {
+		return nil, errors.New("aws: found " + strconv.Itoa(len(tables)) + " route tables tagged " + p.clusterTag + "; routes need exactly one")
+	}
+	return &tables[0], nil
+}
+
+// ListRoutes lists the table's blackhole routes and its routes to
+// instances, each instance named by its Node name (its private DNS name).
+// A failed lookup of the instances fails the listing: a route missing from
+// the answer would be created again.
+func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]abi.Route, error) {
+	table, err := p.routeTable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ids := url.Values{}
+	for _, r := range table.Routes {
+		if r.InstanceID != "" && r.State != "blackhole" {
+			ids.Set("InstanceId."+strconv.Itoa(len(ids)+1), r.InstanceID)
+		}
+	}
+	names := map[string]string{}
+	if len(ids) > 0 {
+		list, err := p.describeInstances(ctx, "naming the routes' instances", ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range list {
+			names[in.ID] = in.PrivateDNSName
+		}
+	}
+	var routes []abi.Route
+	for _, r := range table.Routes {
+		name := clusterName + "-" + r.DestinationCIDR
+		switch {
+		case r.DestinationCIDR == "":
+		case r.State == "blackhole":
+			routes = append(routes, abi.Route{Name: name, DestinationCIDR: r.DestinationCIDR, Blackhole: true})
+		case r.InstanceID != "" && names[r.InstanceID] != "":
+			routes = append(routes, abi.Route{Name: name, TargetNode: names[r.InstanceID], DestinationCIDR: r.DestinationCIDR})
+		case r.InstanceID != "":
+			return nil, errors.New("aws: route " + r.DestinationCIDR + " targets instance " + r.InstanceID + ", which the API did not describe")
+		}
+	}
+	return routes, nil
+}
+
+// CreateRoute routes the CIDR to the target Node's instance, turning off
+// the instance's source/destination check (a Node forwarding pod traffic
+// needs it off) and replacing a blackhole route for the same CIDR.
+func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, r *abi.Route) error {
+	in, err := p.nodeInstance(ctx, &abi.Node{Name: r.TargetNode})
+	if err != nil {
+		return err
+	}
+	if in == nil || in.State.Name == "terminated" {
+		return errors.New("aws: no instance for Node " + r.TargetNode + " to route " + r.DestinationCIDR + " to")
+	}
+	if in.SourceDestCheck {
+		var ok struct{}
+		if err := p.ec2.call(ctx, "turning off the source/destination check of "+in.ID, "ModifyInstanceAttribute",
+			url.Values{"InstanceId": {in.ID}, "SourceDestCheck.Value": {"false"}}, &ok); err != nil {
+			return err
+		}
+	}
+	table, err := p.routeTable(ctx)
+	if err != nil {
+		return err
+	}
+	for _, existing := range table.Routes {
+		if existing.DestinationCIDR != r.DestinationCIDR {
+			continue
+		}
+		if existing.InstanceID == in.ID && existing.State != "blackhole" {
+			return nil
+		}
+		if existing.State != "blackhole" {
+			return errors.New("aws: route table " + table.ID + " already routes " + r.DestinationCIDR + " to " + existing.InstanceID)
+		}
+		if err := p.deleteRoute(ctx, table.ID, r.DestinationCIDR); err != nil {
+			return err
+		}
+	}
+	var ok struct{}
+	return p.ec2.call(ctx, "routing "+r.DestinationCIDR+" to "+in.ID, "CreateRoute",
+		url.Values{"RouteTableId": {table.ID}, "DestinationCidrBlock": {r.DestinationCIDR}, "InstanceId": {in.ID}}, &ok)
+}
+
+// DeleteRoute removes the route; one the API reports absent is deleted.
+func (p *Provider) DeleteRoute(ctx context.Context, _ string, r *abi.Route) error {
+	table, err := p.routeTable(ctx)
+	if err != nil {
+		return err
+	}
+	return p.deleteRoute(ctx, table.ID, r.DestinationCIDR)
+}
+
+func (p *Provider) deleteRoute(ctx context.Context, tableID, cidr string) error {
+	var ok struct{}
+	err := p.ec2.call(ctx, "deleting the route for "+cidr, "DeleteRoute",
+		url.Values{"RouteTableId": {tableID}, "DestinationCidrBlock": {cidr}}, &ok)
+	if absent(err) {
+		return nil
+	}
+	return err
+}
