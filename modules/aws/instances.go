@@ -83,8 +83,18 @@ func instanceID(providerID string) (string, error) {
 
 // nodeInstance finds the node's instance, by provider ID or else by its
 // name (the private DNS name). It returns nil, nil only when the API said
-// so: a not-found error, or a complete listing without the instance.
+// so: a not-found error, a complete listing without the instance, or the
+// instance described as terminated (EC2 describes terminated instances
+// for about an hour).
 func (p *Provider) nodeInstance(ctx context.Context, node *abi.Node) (*instance, error) {
+	in, err := p.findInstance(ctx, node)
+	if in != nil && in.State.Name == "terminated" {
+		return nil, err
+	}
+	return in, err
+}
+
+func (p *Provider) findInstance(ctx context.Context, node *abi.Node) (*instance, error) {
 	if node.ProviderID != "" {
 		id, err := instanceID(node.ProviderID)
 		if err != nil {
@@ -127,14 +137,15 @@ func (p *Provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 	if err != nil {
 		return false, err
 	}
-	if in == nil || in.State.Name == "terminated" {
+	if in == nil {
 		p.logf(abi.LogInfo, "the instance of Node "+node.Name+" does not exist or is terminated")
 		return false, nil
 	}
 	return true, nil
 }
 
-// InstanceShutdown reports a stopping or stopped instance.
+// InstanceShutdown reports a stopped instance; a stopping one is not yet
+// shut down, as the official CCM reads it.
 func (p *Provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, error) {
 	in, err := p.nodeInstance(ctx, node)
 	if err != nil {
@@ -143,7 +154,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, 
 	if in == nil {
 		return false, notFound("the instance of Node " + node.Name + " does not exist")
 	}
-	return in.State.Name == "stopping" || in.State.Name == "stopped", nil
+	return in.State.Name == "stopped", nil
 }
 
 // InstanceMetadata describes the node's instance as the official CCM

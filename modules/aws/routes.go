@@ -101,7 +101,7 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, r *abi.R
 	if err != nil {
 		return err
 	}
-	if in == nil || in.State.Name == "terminated" {
+	if in == nil {
 		return errors.New("aws: no instance for Node " + r.TargetNode + " to route " + r.DestinationCIDR + " to")
 	}
 	if in.SourceDestCheck {
