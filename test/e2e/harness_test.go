@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
@@ -115,6 +116,9 @@ func startModule(t *testing.T, pkgDir string, tc wasmbuild.Toolchain, cloudURL, 
 	credDir := filepath.Join(e.dir, "credentials")
 	os.MkdirAll(credDir, 0o755)
 	os.WriteFile(filepath.Join(credDir, "token"), []byte(cloudToken+"\n"), 0o600)
+	// The AWS fake's key pair, for suites that sign with SigV4 (withSigV4).
+	os.WriteFile(filepath.Join(credDir, "aws-access-key-id"), []byte(awsfake.DefaultAccessKeyID), 0o600)
+	os.WriteFile(filepath.Join(credDir, "aws-secret-access-key"), []byte(awsfake.DefaultSecretAccessKey), 0o600)
 	config := fmt.Sprintf(`clusterName: e2e
 module:
   path: %s

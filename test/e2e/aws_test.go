@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/wasmccm/wasmccm/examples/awsfake"
+	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+)
+
+// awsModule is the main package of the Amazon EC2 provider module.
+const awsModule = "../../modules/aws/module"
+
+// awsClusterTags mark the e2e cluster's resources in the fake.
+var awsClusterTags = map[string]string{"kubernetes.io/cluster/e2e": "owned"}
+
+// awsEnv is the CCM with the aws module against the fake EC2 API.
+type awsEnv struct {
+	*env
+	fake *awsfake.Cloud
+	// routeTable is the ID of the cluster's route table.
+	routeTable string
+}
+
+// withSigV4 replaces the harness's bearer token with the AWS fake's key
+// pair, signed by the host for origin.
+func withSigV4(origin string) func(string) string {
+	return func(config string) string {
+		return strings.Replace(config, fmt.Sprintf("auth: [{name: token, origins: [%q], bearer: {key: token}}]", origin),
+			fmt.Sprintf("auth: [{name: aws, origins: [%q], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}]", origin), 1)
+	}
+}
+
+// TestAWS runs the aws module built with TinyGo (standard Go when TinyGo
+// is not installed and not required) through the node and route
+// controllers, every request signed by the host.
+func TestAWS(t *testing.T) {
+	tc := wasmbuild.Go
+	if _, err := wasmbuild.TinyGoPath(); err == nil {
+		tc = wasmbuild.TinyGo
+	} else if os.Getenv("WASMCCM_REQUIRE_TINYGO") != "" {
+		t.Fatal(err)
+	}
+	fake := awsfake.New(awsfake.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	table, err := fake.AddRouteTable("", awsClusterTags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q}", srv.URL)
+	e := &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSigV4(srv.URL)), fake: fake, routeTable: table.ID}
+	t.Run("NodeInitialization", e.testNodeInitialization)
+	t.Run("NodeLifecycle", e.testNodeLifecycle)
+	t.Run("Routes", e.testRoutes)
+	t.Run("FaultsDeleteNothing", e.testFaults)
+	if n := fake.AuthFailures(); n != 0 {
+		t.Errorf("the fake refused %d signatures", n)
+	}
+}
+
+// addInstanceAndNode launches an instance of the cluster and registers the
+// Node its kubelet would: named after its private DNS name, tainted
+// uninitialized, without provider ID, Ready.
+func (e *awsEnv) addInstanceAndNode(podCIDR string) awsfake.Instance {
+	e.t.Helper()
+	in, err := e.fake.AddInstance(awsfake.Instance{Type: "m5.large", Tags: awsClusterTags})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.registerNode(in.PrivateDNSName, podCIDR)
+	return in
+}
+
+func (e *awsEnv) testNodeInitialization(t *testing.T) {
+	in := e.addInstanceAndNode("10.244.1.0/24")
+	node := e.waitInitialized(t, in.PrivateDNSName)
+	if want := "aws:///" + in.Zone + "/" + in.ID; node.Spec.ProviderID != want {
+		t.Errorf("provider ID %q, want %q", node.Spec.ProviderID, want)
+	}
+	for label, want := range map[string]string{
+		v1.LabelInstanceTypeStable: "m5.large", v1.LabelTopologyZone: in.Zone, v1.LabelTopologyRegion: "us-east-1",
+	} {
+		if got := node.Labels[label]; got != want {
+			t.Errorf("label %s = %q, want %q", label, got, want)
+		}
+	}
+	want := []v1.NodeAddress{
+		{Type: v1.NodeInternalIP, Address: in.PrivateIP}, {Type: v1.NodeExternalIP, Address: in.PublicIP},
+		{Type: v1.NodeInternalDNS, Address: in.PrivateDNSName}, {Type: v1.NodeHostName, Address: in.PrivateDNSName},
+		{Type: v1.NodeExternalDNS, Address: in.PublicDNSName},
+	}
+	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(want) {
+		t.Errorf("addresses %v, want %v", node.Status.Addresses, want)
+	}
+}
+
+func (e *awsEnv) testNodeLifecycle(t *testing.T) {
+	in := e.addInstanceAndNode("10.244.2.0/24")
+	name := in.PrivateDNSName
+	e.waitInitialized(t, name)
+	const shutdownTaint = "node.cloudprovider.kubernetes.io/shutdown"
+	if err := e.fake.StopInstance(in.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.setReady(name, v1.ConditionFalse)
+	eventually(t, 30*time.Second, "shutdown taint", func() (bool, error) {
+		n, err := e.getNode(name)
+		return err == nil && hasTaint(n, shutdownTaint), err
+	})
+	if err := e.fake.TerminateInstance(in.ID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Node deleted with its terminated instance", func() (bool, error) {
+		_, err := e.getNode(name)
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+func (e *awsEnv) testRoutes(t *testing.T) {
+	in := e.addInstanceAndNode("10.244.3.0/24")
+	e.waitInitialized(t, in.PrivateDNSName)
+	eventually(t, 60*time.Second, "route to the Node's instance", func() (bool, error) {
+		return e.routeTarget("10.244.3.0/24") == in.ID, nil
+	})
+	if got, _ := e.fake.Instance(in.ID); !got.NoSourceDestCheck {
+		t.Error("the routed instance still checks source and destination")
+	}
+}
+
+// routeTarget is the instance the cluster's route table sends cidr to.
+func (e *awsEnv) routeTarget(cidr string) string {
+	rt, _ := e.fake.RouteTable(e.routeTable)
+	for _, r := range rt.Routes {
+		if r.DestinationCIDR == cidr {
+			return r.InstanceID
+		}
+	}
+	return ""
+}
+
+// testFaults: with DescribeInstances failing, NotReady Nodes whose
+// instances run stay, and so do their routes.
+func (e *awsEnv) testFaults(t *testing.T) {
+	var names []string
+	for i := range 3 {
+		in := e.addInstanceAndNode(fmt.Sprintf("10.244.%d.0/24", 10+i))
+		e.waitInitialized(t, in.PrivateDNSName)
+		names = append(names, in.PrivateDNSName)
+	}
+	for _, f := range []faultinject.Fault{
+		{Name: "describe-500", Route: "ec2:DescribeInstances", Always: true, Status: 500},
+		{Name: "describe-throttled", Route: "ec2:DescribeInstances", Always: true, Status: 429, RetryAfter: 1},
+		{Name: "auth", Route: "ec2:DescribeInstances", Always: true, Status: 401},
+	} {
+		if _, err := e.fake.Faults.Add(f); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			e.setReady(name, v1.ConditionFalse)
+		}
+		time.Sleep(8 * time.Second) // eight node-monitor periods
+		for _, name := range names {
+			if _, err := e.getNode(name); err != nil {
+				t.Fatalf("%s: Node %s: %v", f.Name, name, err)
+			}
+		}
+		e.fake.Faults.Remove(f.Name)
+	}
+}
