@@ -72,6 +72,7 @@ fuzz: ## Short runs of every fuzz target.
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./modules/aws -run '^$$' -fuzz '^FuzzParseXML$$' -fuzztime $(FUZZTIME)
 
 $(STATICCHECK):
 	GOBIN=$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -2,7 +2,6 @@ package aws
 
 import (
 	"context"
-	"encoding/xml"
 	"errors"
 	"net/url"
 	"strconv"
@@ -52,13 +51,14 @@ func absent(err error) bool {
 	return errors.As(err, &e) && e.status == 400 && strings.HasSuffix(e.code, ".NotFound")
 }
 
-// call performs action with params and decodes the answer into into.
-func (a *queryAPI) call(ctx context.Context, what, action string, params url.Values, into any) error {
+// call performs action with params and returns the answer's root
+// element, <action>Response.
+func (a *queryAPI) call(ctx context.Context, what, action string, params url.Values) (*element, error) {
 	if a.endpoint == "" {
-		return errors.New("aws: " + what + ": the provider is not initialized")
+		return nil, errors.New("aws: " + what + ": the provider is not initialized")
 	}
 	if err := ctx.Err(); err != nil {
-		return errors.New("aws: " + what + ": " + err.Error())
+		return nil, errors.New("aws: " + what + ": " + err.Error())
 	}
 	params.Set("Action", action)
 	params.Set("Version", a.version)
@@ -82,29 +82,39 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 		err = errors.New(resp.Error)
 	}
 	if err != nil {
-		return errors.New("aws: " + what + ": " + action + ": no response: " + err.Error())
+		return nil, errors.New("aws: " + what + ": " + action + ": no response: " + err.Error())
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return a.errorOf(what, action, resp)
+		return nil, a.errorOf(what, action, resp)
 	}
-	if err := xml.Unmarshal(resp.Body, into); err != nil {
-		return errors.New("aws: " + what + ": " + action + ": decoding the " + strconv.Itoa(int(resp.StatusCode)) + " answer: " + err.Error())
+	root, err := parseXML(resp.Body)
+	if err == nil && root.name != action+"Response" {
+		err = errors.New("the answer is a <" + root.name + ">, not a <" + action + "Response>")
 	}
-	return nil
+	if err != nil {
+		return nil, errors.New("aws: " + what + ": " + action + ": decoding the " + strconv.Itoa(int(resp.StatusCode)) + " answer: " + err.Error())
+	}
+	return root, nil
+}
+
+// do performs an action that changes something and answers
+// <return>true</return>; any other answer is an error.
+func (a *queryAPI) do(ctx context.Context, what, action string, params url.Values) error {
+	root, err := a.call(ctx, what, action, params)
+	if err == nil && root.textOf("return") != "true" {
+		err = errors.New("aws: " + what + ": " + action + " answered return=" + strconv.Quote(root.textOf("return")))
+	}
+	return err
 }
 
 // errorOf maps an error answer: throttling becomes sdk.RetryAfter, which
 // the controllers honour; everything else an *apiError.
 func (a *queryAPI) errorOf(what, action string, resp *abi.HTTPResponse) error {
-	var body struct {
-		Errors []struct {
-			Code    string `xml:"Code"`
-			Message string `xml:"Message"`
-		} `xml:"Errors>Error"`
-	}
 	e := &apiError{what: what + ": " + action, status: resp.StatusCode, code: "unparsable error", message: rest.Excerpt(resp.Body)}
-	if xml.Unmarshal(resp.Body, &body) == nil && len(body.Errors) > 0 {
-		e.code, e.message = body.Errors[0].Code, body.Errors[0].Message
+	if root, err := parseXML(resp.Body); err == nil {
+		if first := root.child("Errors").child("Error"); first != nil {
+			e.code, e.message = first.textOf("Code"), first.textOf("Message")
+		}
 	}
 	if e.code == "RequestLimitExceeded" || e.code == "Throttling" || resp.StatusCode == 429 {
 		delay := throttleDelay
@@ -118,21 +128,6 @@ func (a *queryAPI) errorOf(what, action string, resp *abi.HTTPResponse) error {
 		return sdk.RetryAfter(delay, e.Error())
 	}
 	return e
-}
-
-// tag is an EC2 tag as answers carry it.
-type tag struct {
-	Key   string `xml:"key"`
-	Value string `xml:"value"`
-}
-
-func tagValue(tags []tag, key string) (string, bool) {
-	for _, t := range tags {
-		if t.Key == key {
-			return t.Value, true
-		}
-	}
-	return "", false
 }
 
 // filters adds EC2 Filter.N parameters, one value each.

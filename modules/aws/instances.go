@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -13,38 +14,37 @@ import (
 
 // instance is what the provider reads of an EC2 instance.
 type instance struct {
-	ID    string `xml:"instanceId"`
-	State struct {
-		Name string `xml:"name"`
-	} `xml:"instanceState"`
-	PrivateDNSName   string `xml:"privateDnsName"`
-	PublicDNSName    string `xml:"dnsName"`
-	PrivateIPAddress string `xml:"privateIpAddress"`
-	PublicIPAddress  string `xml:"ipAddress"`
-	Type             string `xml:"instanceType"`
-	Placement        struct {
-		AvailabilityZone string `xml:"availabilityZone"`
-	} `xml:"placement"`
-	SourceDestCheck   bool               `xml:"sourceDestCheck"`
-	Tags              []tag              `xml:"tagSet>item"`
-	NetworkInterfaces []networkInterface `xml:"networkInterfaceSet>item"`
+	ID, State, Type, Zone         string
+	PrivateDNSName, PublicDNSName string
+	PrivateIPAddress, PublicIP    string
+	SourceDestCheck               bool
+	NetworkInterfaces             []networkInterface
 }
 
 type networkInterface struct {
-	Status     string `xml:"status"`
-	Attachment struct {
-		DeviceIndex int `xml:"deviceIndex"`
-	} `xml:"attachment"`
-	PrivateIPs []struct {
-		Address string `xml:"privateIpAddress"`
-	} `xml:"privateIpAddressesSet>item"`
+	Status      string
+	DeviceIndex int
+	PrivateIPs  []string
 }
 
-type describeInstancesResponse struct {
-	Reservations []struct {
-		Instances []instance `xml:"instancesSet>item"`
-	} `xml:"reservationSet>item"`
-	NextToken string `xml:"nextToken"`
+// instanceOf reads an <item> of an instancesSet.
+func instanceOf(e *element) instance {
+	in := instance{
+		ID: e.textOf("instanceId"), State: e.child("instanceState").textOf("name"), Type: e.textOf("instanceType"),
+		Zone:           e.child("placement").textOf("availabilityZone"),
+		PrivateDNSName: e.textOf("privateDnsName"), PublicDNSName: e.textOf("dnsName"),
+		PrivateIPAddress: e.textOf("privateIpAddress"), PublicIP: e.textOf("ipAddress"),
+		SourceDestCheck: e.textOf("sourceDestCheck") == "true",
+	}
+	for _, n := range e.items("networkInterfaceSet") {
+		index, _ := strconv.Atoi(n.child("attachment").textOf("deviceIndex"))
+		nic := networkInterface{Status: n.textOf("status"), DeviceIndex: index}
+		for _, ip := range n.items("privateIpAddressesSet") {
+			nic.PrivateIPs = append(nic.PrivateIPs, ip.textOf("privateIpAddress"))
+		}
+		in.NetworkInterfaces = append(in.NetworkInterfaces, nic)
+	}
+	return in
 }
 
 // describeInstances lists every instance params select, across pages.
@@ -54,14 +54,16 @@ func (p *Provider) describeInstances(ctx context.Context, what string, params ur
 		if token != "" {
 			params.Set("NextToken", token)
 		}
-		var page describeInstancesResponse
-		if err := p.ec2.call(ctx, what, "DescribeInstances", params, &page); err != nil {
+		page, err := p.ec2.call(ctx, what, "DescribeInstances", params)
+		if err != nil {
 			return nil, err
 		}
-		for _, r := range page.Reservations {
-			all = append(all, r.Instances...)
+		for _, r := range page.items("reservationSet") {
+			for _, in := range r.items("instancesSet") {
+				all = append(all, instanceOf(in))
+			}
 		}
-		if token = page.NextToken; token == "" {
+		if token = page.textOf("nextToken"); token == "" {
 			return all, nil
 		}
 	}
@@ -88,7 +90,7 @@ func instanceID(providerID string) (string, error) {
 // for about an hour).
 func (p *Provider) nodeInstance(ctx context.Context, node *abi.Node) (*instance, error) {
 	in, err := p.findInstance(ctx, node)
-	if in != nil && in.State.Name == "terminated" {
+	if in != nil && in.State == "terminated" {
 		return nil, err
 	}
 	return in, err
@@ -123,7 +125,7 @@ func (p *Provider) findInstance(ctx context.Context, node *abi.Node) (*instance,
 func pick(list []instance, match func(*instance) bool) *instance {
 	var found *instance
 	for i := range list {
-		if in := &list[i]; match(in) && (found == nil || found.State.Name == "terminated") {
+		if in := &list[i]; match(in) && (found == nil || found.State == "terminated") {
 			found = in
 		}
 	}
@@ -154,7 +156,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, 
 	if in == nil {
 		return false, notFound("the instance of Node " + node.Name + " does not exist")
 	}
-	return in.State.Name == "stopped", nil
+	return in.State == "stopped", nil
 }
 
 // InstanceMetadata describes the node's instance as the official CCM
@@ -167,7 +169,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.I
 	if in == nil {
 		return nil, notFound("the instance of Node " + node.Name + " does not exist")
 	}
-	zone := in.Placement.AvailabilityZone
+	zone := in.Zone
 	return &abi.InstanceMetadata{
 		ProviderID:    "aws:///" + zone + "/" + in.ID,
 		InstanceType:  in.Type,
@@ -188,19 +190,19 @@ func addresses(in *instance) []abi.NodeAddress {
 		}
 	}
 	nics := append([]networkInterface(nil), in.NetworkInterfaces...)
-	sort.SliceStable(nics, func(i, j int) bool { return nics[i].Attachment.DeviceIndex < nics[j].Attachment.DeviceIndex })
+	sort.SliceStable(nics, func(i, j int) bool { return nics[i].DeviceIndex < nics[j].DeviceIndex })
 	for _, nic := range nics {
 		if nic.Status != "in-use" {
 			continue
 		}
 		for _, ip := range nic.PrivateIPs {
-			add("InternalIP", ip.Address)
+			add("InternalIP", ip)
 		}
 	}
 	if len(out) == 0 {
 		add("InternalIP", in.PrivateIPAddress)
 	}
-	add("ExternalIP", in.PublicIPAddress)
+	add("ExternalIP", in.PublicIP)
 	add("InternalDNS", in.PrivateDNSName)
 	add("Hostname", in.PrivateDNSName)
 	add("ExternalDNS", in.PublicDNSName)

@@ -13,19 +13,12 @@ import (
 // official CCM keeps them: a route per Node's pod CIDR, to its instance.
 
 type route struct {
-	DestinationCIDR string `xml:"destinationCidrBlock"`
-	InstanceID      string `xml:"instanceId"`
-	State           string `xml:"state"`
+	DestinationCIDR, InstanceID, State string
 }
 
 type routeTable struct {
-	ID     string  `xml:"routeTableId"`
-	Routes []route `xml:"routeSet>item"`
-}
-
-type describeRouteTablesResponse struct {
-	RouteTables []routeTable `xml:"routeTableSet>item"`
-	NextToken   string       `xml:"nextToken"`
+	ID     string
+	Routes []route
 }
 
 // routeTable finds the cluster's route table; none or several is an
@@ -37,12 +30,19 @@ func (p *Provider) routeTable(ctx context.Context) (*routeTable, error) {
 		if token != "" {
 			params.Set("NextToken", token)
 		}
-		var page describeRouteTablesResponse
-		if err := p.ec2.call(ctx, "finding the cluster's route table", "DescribeRouteTables", params, &page); err != nil {
+		page, err := p.ec2.call(ctx, "finding the cluster's route table", "DescribeRouteTables", params)
+		if err != nil {
 			return nil, err
 		}
-		tables = append(tables, page.RouteTables...)
-		if token = page.NextToken; token == "" {
+		for _, t := range page.items("routeTableSet") {
+			table := routeTable{ID: t.textOf("routeTableId")}
+			for _, r := range t.items("routeSet") {
+				table.Routes = append(table.Routes, route{DestinationCIDR: r.textOf("destinationCidrBlock"),
+					InstanceID: r.textOf("instanceId"), State: r.textOf("state")})
+			}
+			tables = append(tables, table)
+		}
+		if token = page.textOf("nextToken"); token == "" {
 			break
 		}
 	}
@@ -105,9 +105,8 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, r *abi.R
 		return errors.New("aws: no instance for Node " + r.TargetNode + " to route " + r.DestinationCIDR + " to")
 	}
 	if in.SourceDestCheck {
-		var ok struct{}
-		if err := p.ec2.call(ctx, "turning off the source/destination check of "+in.ID, "ModifyInstanceAttribute",
-			url.Values{"InstanceId": {in.ID}, "SourceDestCheck.Value": {"false"}}, &ok); err != nil {
+		if err := p.ec2.do(ctx, "turning off the source/destination check of "+in.ID, "ModifyInstanceAttribute",
+			url.Values{"InstanceId": {in.ID}, "SourceDestCheck.Value": {"false"}}); err != nil {
 			return err
 		}
 	}
@@ -129,9 +128,8 @@ func (p *Provider) CreateRoute(ctx context.Context, _ string, _ string, r *abi.R
 			return err
 		}
 	}
-	var ok struct{}
-	return p.ec2.call(ctx, "routing "+r.DestinationCIDR+" to "+in.ID, "CreateRoute",
-		url.Values{"RouteTableId": {table.ID}, "DestinationCidrBlock": {r.DestinationCIDR}, "InstanceId": {in.ID}}, &ok)
+	return p.ec2.do(ctx, "routing "+r.DestinationCIDR+" to "+in.ID, "CreateRoute",
+		url.Values{"RouteTableId": {table.ID}, "DestinationCidrBlock": {r.DestinationCIDR}, "InstanceId": {in.ID}})
 }
 
 // DeleteRoute removes the route; one the API reports absent is deleted.
@@ -144,9 +142,8 @@ func (p *Provider) DeleteRoute(ctx context.Context, _ string, r *abi.Route) erro
 }
 
 func (p *Provider) deleteRoute(ctx context.Context, tableID, cidr string) error {
-	var ok struct{}
-	err := p.ec2.call(ctx, "deleting the route for "+cidr, "DeleteRoute",
-		url.Values{"RouteTableId": {tableID}, "DestinationCidrBlock": {cidr}}, &ok)
+	err := p.ec2.do(ctx, "deleting the route for "+cidr, "DeleteRoute",
+		url.Values{"RouteTableId": {tableID}, "DestinationCidrBlock": {cidr}})
 	if absent(err) {
 		return nil
 	}
