@@ -67,16 +67,7 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 		{Name: abi.HeaderCredential, Value: a.credential},
 		{Name: abi.HeaderSigV4Service, Value: a.service},
 		{Name: abi.HeaderSigV4Region, Value: a.region},
-	}}
-	timeout := a.timeout
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); timeout == 0 || left < timeout {
-			timeout = max(left, time.Millisecond)
-		}
-	}
-	if timeout > 0 {
-		req.TimeoutMillis = uint32(min(timeout.Milliseconds(), int64(^uint32(0))))
-	}
+	}, TimeoutMillis: rest.TimeoutMillis(ctx, a.timeout)}
 	resp, err := a.host.HTTP(req)
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)

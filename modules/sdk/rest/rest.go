@@ -194,15 +194,7 @@ func (c *Client) send(ctx context.Context, req *Request) (*abi.HTTPResponse, err
 	if c.Credential != "" {
 		hreq.Headers = append(hreq.Headers, abi.Header{Name: abi.HeaderCredential, Value: c.Credential})
 	}
-	timeout := c.Timeout
-	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline); timeout == 0 || left < timeout {
-			timeout = max(left, time.Millisecond)
-		}
-	}
-	if timeout > 0 {
-		hreq.TimeoutMillis = uint32(min(timeout.Milliseconds(), int64(^uint32(0))))
-	}
+	hreq.TimeoutMillis = TimeoutMillis(ctx, c.Timeout)
 	debug := c.Host.LogEnabled(abi.LogDebug)
 	var start time.Time
 	if debug {
@@ -222,6 +214,23 @@ func (c *Client) send(ctx context.Context, req *Request) (*abi.HTTPResponse, err
 		c.Host.Log(abi.LogDebug, c.Name+": "+req.Method+" "+target+" -> "+strconv.Itoa(int(resp.StatusCode))+" in "+time.Since(start).String())
 	}
 	return resp, nil
+}
+
+// TimeoutMillis is abi.HTTPRequest.TimeoutMillis for a request bounded
+// by limit (0: none) and by ctx's deadline, whichever ends first; 0 when
+// neither bounds it. Clients other than Client (a Query-protocol or XML
+// API, say) use it to give the host the same bound.
+func TimeoutMillis(ctx context.Context, limit time.Duration) uint32 {
+	timeout := limit
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline); timeout == 0 || left < timeout {
+			timeout = max(left, time.Millisecond)
+		}
+	}
+	if timeout <= 0 {
+		return 0
+	}
+	return uint32(min(timeout.Milliseconds(), int64(^uint32(0))))
 }
 
 // target is the request's path and query, as errors and logs show it.
