@@ -138,9 +138,11 @@ func tagEnd(b []byte) int {
 	return -1
 }
 
+// localName drops a namespace prefix: "ec2:item" is "item"; a name with
+// an empty side (":", "a:") is kept whole, as encoding/xml reads it.
 func localName(name string) string {
-	if i := strings.IndexByte(name, ':'); i >= 0 {
-		return name[i+1:]
+	if prefix, local, ok := strings.Cut(name, ":"); ok && prefix != "" && local != "" {
+		return local
 	}
 	return name
 }
