@@ -31,7 +31,7 @@ type env struct {
 
 // newEnv starts a fake EC2 with the cluster's route table and instances
 // running, stopped and terminated, and a provider signing with secret.
-func newEnv(t *testing.T, secret string) *env {
+func newEnv(t testing.TB, secret string) *env {
 	t.Helper()
 	cloud := awsfake.New(awsfake.Options{})
 	srv := httptest.NewServer(cloud.Handler())
@@ -62,7 +62,7 @@ func newEnv(t *testing.T, secret string) *env {
 
 // sigV4Host is a native host that signs requests naming the "aws"
 // credential, as the wasm host does for the module.
-func sigV4Host(t *testing.T, origin, secret string) *native.Host {
+func sigV4Host(t testing.TB, origin, secret string) *native.Host {
 	t.Helper()
 	dir := t.TempDir()
 	for k, v := range map[string]string{"id": awsfake.DefaultAccessKeyID, "secret": secret} {

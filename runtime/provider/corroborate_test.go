@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // markReady gives names a Ready condition and waits for the Node cache to
@@ -141,6 +144,9 @@ func TestControlProbeIsCached(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	counting := &countingBackend{Backend: *e.c.backend.Load()}
+	var b Backend = counting
+	e.c.backend.Store(&b)
 	i, _ := e.c.InstancesV2()
 	before := requests(e)
 	for _, n := range e.nodes[:8] {
@@ -148,12 +154,27 @@ func TestControlProbeIsCached(t *testing.T) {
 			t.Fatalf("InstanceExists(%s) = %v, %v", n.Name, exists, err)
 		}
 	}
-	// One request per answer, plus at most controlProbeNodes for the one
-	// probe (fewer if the module answers from a shared listing).
+	// One module call per answer, plus controlProbeNodes for the one probe
+	// (a probe per answer would make 8 × 3 more). Cloud requests: at most
+	// as many, fewer where the module answers from its shared listing.
+	if got, want := counting.calls.Load(), int64(8+controlProbeNodes); got != want {
+		t.Fatalf("%d module calls for 8 answers, want %d", got, want)
+	}
 	if got, most := requests(e)-before, 8+controlProbeNodes; got > most {
 		t.Fatalf("%d cloud requests for 8 answers, want at most %d", got, most)
 	}
 	if e.c.control.failed != "" {
 		t.Fatalf("probe failed: %s", e.c.control.failed)
 	}
+}
+
+// countingBackend counts the calls that reach the module.
+type countingBackend struct {
+	Backend
+	calls atomic.Int64
+}
+
+func (b *countingBackend) Call(ctx context.Context, export string, in, out abi.Message) error {
+	b.calls.Add(1)
+	return b.Backend.Call(ctx, export, in, out)
 }

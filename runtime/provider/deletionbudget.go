@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -168,7 +169,17 @@ func newDeletionBudget(cfg DeletionBudgetConfig, nodeCount func() int) *deletion
 // limit is max(count, percent% of the Nodes), rounding the percentage
 // down: at 150 Nodes, 1% allows one Node, not two.
 func (b *deletionBudget) limit() int {
-	return max(b.count, b.nodeCount()*b.percent/100)
+	limit, _ := b.bounds()
+	return limit
+}
+
+// bounds returns the limit and the ceiling that corroborated admissions
+// may fill the window up to (never less than the limit), from one count
+// of the Nodes.
+func (b *deletionBudget) bounds() (limit, ceiling int) {
+	nodes := b.nodeCount()
+	limit = max(b.count, nodes*b.percent/100)
+	return limit, max(limit, nodes*b.corroboratedPercent/100)
 }
 
 // budgetDecision is what the budget says about one "gone" answer.
@@ -181,14 +192,9 @@ type budgetDecision struct {
 	corroborable bool
 	// report is set on the first refusal of a Node in a window.
 	report bool
-	// used and limit describe the window at the time of the decision.
-	used, limit int
-}
-
-// ceiling is what corroborated admissions may fill the window up to:
-// never less than the budget itself.
-func (b *deletionBudget) ceiling() int {
-	return max(b.limit(), b.nodeCount()*b.corroboratedPercent/100)
+	// used, limit and ceiling describe the window at the time of the
+	// decision.
+	used, limit, ceiling int
 }
 
 // admit decides whether the deletion of node may proceed on the module's
@@ -212,35 +218,41 @@ func (b *deletionBudget) decide(node string, corroborated bool) budgetDecision {
 			delete(b.admitted, name)
 		}
 	}
-	limit, ceiling := b.limit(), b.ceiling()
-	if _, ok := b.admitted[node]; ok {
-		return budgetDecision{admitted: true, used: len(b.admitted), limit: limit}
-	}
-	if len(b.admitted) < limit || corroborated && len(b.admitted) < ceiling {
+	d := budgetDecision{used: len(b.admitted)}
+	d.limit, d.ceiling = b.bounds()
+	switch _, ok := b.admitted[node]; {
+	case ok:
+		d.admitted = true
+	case d.used < d.limit || corroborated && d.used < d.ceiling:
 		b.admitted[node] = now
 		delete(b.deferred, node)
-		return budgetDecision{admitted: true, fresh: true, used: len(b.admitted), limit: limit}
+		d.admitted, d.fresh, d.used = true, true, d.used+1
+	case !corroborated && d.used < d.ceiling:
+		d.corroborable = true
+	default:
+		d.report = b.reportLocked(node, now)
 	}
-	if !corroborated && len(b.admitted) < ceiling {
-		return budgetDecision{corroborable: true, used: len(b.admitted), limit: limit}
-	}
-	return b.refuseLocked(node, now, limit)
+	return d
 }
 
-// refuse records a refusal of an answer that found no corroboration.
+// refuse records the refusal of an answer that found no corroboration.
 func (b *deletionBudget) refuse(node string) budgetDecision {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.refuseLocked(node, b.now(), b.limit())
+	d := budgetDecision{used: len(b.admitted), report: b.reportLocked(node, b.now())}
+	d.limit, d.ceiling = b.bounds()
+	return d
 }
 
-func (b *deletionBudget) refuseLocked(node string, now time.Time, limit int) budgetDecision {
+// reportLocked says whether a refusal of node is the first in its window,
+// which is reported; later ones are not.
+func (b *deletionBudget) reportLocked(node string, now time.Time) bool {
 	last, seen := b.deferred[node]
 	report := !seen || now.Sub(last) >= b.window
 	if report {
 		b.deferred[node] = now
 	}
-	return budgetDecision{report: report, used: len(b.admitted), limit: limit}
+	return report
 }
 
 // nodeRef names the Node an answer is about. node is nil, and uid empty,
@@ -267,20 +279,25 @@ func (c *Cloud) admitDeletion(ctx context.Context, node nodeRef) error {
 		return nil
 	}
 	d := c.budget.admit(node.name)
-	uncorroborated := "corroboration is disabled or its ceiling reached"
+	// why the answer is not corroborated, when it is not.
+	why := "corroboration is disabled or its ceiling reached"
 	if d.corroborable {
-		if uncorroborated = c.corroborate(ctx, node); uncorroborated == "" {
-			d = c.budget.admitCorroborated(node.name)
+		if why = c.corroborate(ctx, node); why == "" {
+			// Another answer may have reached the ceiling meanwhile.
+			if d = c.budget.admitCorroborated(node.name); !d.admitted {
+				why = "the corroboration ceiling of " + strconv.Itoa(d.ceiling) + " Nodes is reached"
+			}
 		} else {
 			d = c.budget.refuse(node.name)
 		}
 	}
 	if d.admitted {
-		if d.fresh && uncorroborated == "" {
+		switch {
+		case d.fresh && why == "":
 			deletionsCorroborated.Inc()
 			klog.InfoS("node deletion admitted beyond the deletion budget: Ready Nodes answered present, and the previous module, if any, agreed",
-				"node", node.name, "admitted", d.used, "limit", d.limit, "ceiling", c.budget.ceiling(), "window", c.budget.window)
-		} else if d.fresh {
+				"node", node.name, "admitted", d.used, "limit", d.limit, "ceiling", d.ceiling, "window", c.budget.window)
+		case d.fresh:
 			deletionsAdmitted.Inc()
 			klog.InfoS("node deletion admitted by the deletion budget", "node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window)
 		}
@@ -288,12 +305,12 @@ func (c *Cloud) admitDeletion(ctx context.Context, node nodeRef) error {
 	}
 	deletionsDeferred.Inc()
 	err := fmt.Errorf("%w: %d of %d Nodes already admitted in the last %s, and the answer is not corroborated (%s); %s stays until the window slides",
-		errDeletionDeferred, d.used, d.limit, c.budget.window, uncorroborated, node.name)
+		errDeletionDeferred, d.used, d.limit, c.budget.window, why, node.name)
 	if d.report {
 		klog.InfoS("node deletion deferred: the module answered that the Node's instance is gone, but the deletion budget is spent and nothing corroborates the answer",
-			"node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window, "uncorroborated", uncorroborated)
+			"node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window, "uncorroborated", why)
 		msg := fmt.Sprintf("The provider module answered that Node %s's instance is gone; its deletion is deferred because %d of %d Nodes were already admitted for deletion in the last %s (safety.maxNodeDeletions) and %s. It proceeds when the window slides if the module still says so.",
-			node.name, d.used, d.limit, c.budget.window, uncorroborated)
+			node.name, d.used, d.limit, c.budget.window, why)
 		c.events.emitNode(node, v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
 		c.events.emit(v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
 	}

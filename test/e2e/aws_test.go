@@ -164,10 +164,16 @@ func (e *awsEnv) testFaults(t *testing.T) {
 		if _, err := e.fake.Faults.Add(f); err != nil {
 			t.Fatal(err)
 		}
+		before := e.fake.Requests()["ec2:DescribeInstances"]
 		for _, name := range names {
 			e.setReady(name, v1.ConditionFalse)
 		}
 		time.Sleep(8 * time.Second) // eight node-monitor periods
+		// The lifecycle controller asked about the NotReady Nodes, so every
+		// answer came under the fault.
+		if asked := e.fake.Requests()["ec2:DescribeInstances"] - before; asked < len(names) {
+			t.Fatalf("%s: %d DescribeInstances under the fault, want at least one per NotReady Node", f.Name, asked)
+		}
 		for _, name := range names {
 			if _, err := e.getNode(name); err != nil {
 				t.Fatalf("%s: Node %s: %v", f.Name, name, err)
