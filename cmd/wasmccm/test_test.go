@@ -127,7 +127,7 @@ func awsEnv(t *testing.T) (config, spec string) {
 	spec += "- {name: deleted, providerID: \"aws:///us-east-1a/i-0000000000000dead\", exists: false}\n"
 	spec += "- {name: foreign, providerID: \"hcloud://1\", expectError: Error}\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
-	return conformanceFilesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`"}`, "", spec)
+	return conformanceFilesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }
 
 // conformanceFiles writes a cloud-config granting the cloud's origin and
@@ -198,12 +198,10 @@ func TestConformancePasses(t *testing.T) {
 	modules := []struct {
 		name string
 		env  func(*testing.T) (config, spec string)
-		// noLoadBalancer: the module does not export LoadBalancer (yet).
-		noLoadBalancer bool
 	}{
 		{name: "simcloud", env: func(t *testing.T) (string, string) { return simcloudEnv(t, "", "") }},
 		{name: "hcloud", env: hcloudEnv},
-		{name: "aws", env: awsEnv, noLoadBalancer: true},
+		{name: "aws", env: awsEnv},
 	}
 	for _, m := range modules {
 		for _, tc := range tcs {
@@ -214,13 +212,8 @@ func TestConformancePasses(t *testing.T) {
 				if code != 0 || !strings.HasSuffix(out, "PASS\n") {
 					t.Fatalf("exit %d\n%s%s", code, out, errOut)
 				}
-				rules := []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleNoCredentialLeak, conformance.FaultChecks}
-				if !m.noLoadBalancer {
-					rules = append(rules, conformance.RuleLBLifecycle, conformance.RuleLBIdempotent)
-				} else if !strings.Contains(out, "SKIP "+conformance.RuleLBLifecycle) {
-					t.Errorf("no skipped %s check in\n%s", conformance.RuleLBLifecycle, out)
-				}
-				for _, rule := range rules {
+				for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleNoCredentialLeak,
+					conformance.FaultChecks, conformance.RuleLBLifecycle, conformance.RuleLBIdempotent} {
 					if !strings.Contains(out, "ok   "+rule) {
 						t.Errorf("no passed %s check in\n%s", rule, out)
 					}

@@ -207,7 +207,8 @@ type Cloud struct {
 
 // New returns a cloud with a default VPC (10.0.0.0/16), a default subnet
 // in each of three zones (10.0.1.0/24, 10.0.2.0/24, 10.0.3.0/24), the
-// VPC's main route table and its default security group.
+// VPC's main route table (with a route to its internet gateway) and its
+// default security group.
 func New(opts Options) *Cloud {
 	if opts.AccessKeyID == "" {
 		opts.AccessKeyID = DefaultAccessKeyID
@@ -254,6 +255,9 @@ func (c *Cloud) Reset() {
 	sg.Ingress = []Permission{{Protocol: "-1", GroupIDs: []string{sg.ID}}}
 	sg.Egress = []Permission{{Protocol: "-1", CIDRs: []string{"0.0.0.0/0"}}}
 	c.securityGroups[sg.ID] = sg
+	// As in a default VPC, the main table routes everything else to the
+	// VPC's internet gateway, so its subnets are public.
+	rt.Routes = append(rt.Routes, Route{DestinationCIDR: "0.0.0.0/0", GatewayID: c.id("igw"), Origin: "CreateRoute"})
 }
 
 // Region returns the region the cloud is in.

@@ -13,8 +13,11 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
-// ec2Version is the EC2 Query API version the official CCM's SDK speaks.
-const ec2Version = "2016-11-15"
+// The Query API versions the official CCM's SDK speaks.
+const (
+	ec2Version = "2016-11-15"
+	elbVersion = "2012-06-01"
+)
 
 // throttleDelay is how long a throttled call asks the controllers to wait
 // when the API names no delay: EC2 signals throttling with an error code,
@@ -88,6 +91,36 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 	return root, nil
 }
 
+// each performs a listing action page by page, following NextToken (EC2)
+// or NextMarker (ELB), and hands every page's root to visit. A failed
+// page fails the listing: a partial list must never read as a complete
+// one.
+func (a *queryAPI) each(ctx context.Context, what, action string, params url.Values, visit func(page *element)) error {
+	for {
+		page, err := a.call(ctx, what, action, params)
+		if err != nil {
+			return err
+		}
+		visit(page)
+		if token := page.textOf("nextToken"); token != "" {
+			params.Set("NextToken", token)
+		} else if marker := page.child(action + "Result").textOf("NextMarker"); marker != "" {
+			params.Set("Marker", marker)
+		} else {
+			return nil
+		}
+	}
+}
+
+// result performs an ELB action and returns its <action>Result.
+func (a *queryAPI) result(ctx context.Context, what, action string, params url.Values) (*element, error) {
+	root, err := a.call(ctx, what, action, params)
+	if err != nil {
+		return nil, err
+	}
+	return root.child(action + "Result"), nil
+}
+
 // do performs an action that changes something and answers
 // <return>true</return>; any other answer is an error.
 func (a *queryAPI) do(ctx context.Context, what, action string, params url.Values) error {
@@ -103,7 +136,12 @@ func (a *queryAPI) do(ctx context.Context, what, action string, params url.Value
 func (a *queryAPI) errorOf(what, action string, resp *abi.HTTPResponse) error {
 	e := &apiError{what: what + ": " + action, status: resp.StatusCode, code: "unparsable error", message: rest.Excerpt(resp.Body)}
 	if root, err := parseXML(resp.Body); err == nil {
-		if first := root.child("Errors").child("Error"); first != nil {
+		// EC2 answers <Response><Errors><Error>, ELB <ErrorResponse><Error>.
+		first := root.child("Errors").child("Error")
+		if first == nil {
+			first = root.child("Error")
+		}
+		if first != nil {
 			e.code, e.message = first.textOf("Code"), first.textOf("Message")
 		}
 	}
@@ -127,6 +165,22 @@ func filters(params url.Values, nameValues ...string) url.Values {
 		n := strconv.Itoa(i/2 + 1)
 		params.Set("Filter."+n+".Name", nameValues[i])
 		params.Set("Filter."+n+".Value.1", nameValues[i+1])
+	}
+	return params
+}
+
+// anyOf is an EC2 filter matching any of values. Unlike a list of IDs, a
+// filter does not fail on an ID the API does not know.
+func anyOf(name string, values []string) url.Values {
+	return list(url.Values{"Filter.1.Name": {name}}, "Filter.1.Value", values)
+}
+
+// list adds a Query list: prefix.1, prefix.2, ... (EC2 writes
+// "InstanceId.1", ELB "Subnets.member.1", so prefix carries the
+// ".member" where the API wants it).
+func list(params url.Values, prefix string, values []string) url.Values {
+	for i, v := range values {
+		params.Set(prefix+"."+strconv.Itoa(i+1), v)
 	}
 	return params
 }

@@ -54,7 +54,7 @@ func newEnv(t testing.TB, secret string) *env {
 		}
 	}
 	e.p = New(sigV4Host(t, srv.URL, secret))
-	if err := e.p.Init(context.Background(), cluster, []byte(`{"region": "us-east-1", "clusterID": "c1", "ec2Endpoint": "`+srv.URL+`"}`)); err != nil {
+	if err := e.p.Init(context.Background(), cluster, []byte(`{"region": "us-east-1", "clusterID": "c1", "ec2Endpoint": "`+srv.URL+`", "elbEndpoint": "`+srv.URL+`"}`)); err != nil {
 		t.Fatal(err)
 	}
 	return e

@@ -14,8 +14,9 @@ import (
 
 // instance is what the provider reads of an EC2 instance.
 type instance struct {
-	ID, State, Type, Zone         string
+	ID, State, Type, Zone, VpcID  string
 	PrivateDNSName, PublicDNSName string
+	SecurityGroups                []string
 	PrivateIPAddress, PublicIP    string
 	SourceDestCheck               bool
 	NetworkInterfaces             []networkInterface
@@ -34,7 +35,10 @@ func instanceOf(e *element) instance {
 		Zone:           e.child("placement").textOf("availabilityZone"),
 		PrivateDNSName: e.textOf("privateDnsName"), PublicDNSName: e.textOf("dnsName"),
 		PrivateIPAddress: e.textOf("privateIpAddress"), PublicIP: e.textOf("ipAddress"),
-		SourceDestCheck: e.textOf("sourceDestCheck") == "true",
+		SourceDestCheck: e.textOf("sourceDestCheck") == "true", VpcID: e.textOf("vpcId"),
+	}
+	for _, g := range e.items("groupSet") {
+		in.SecurityGroups = append(in.SecurityGroups, g.textOf("groupId"))
 	}
 	for _, n := range e.items("networkInterfaceSet") {
 		index, _ := strconv.Atoi(n.child("attachment").textOf("deviceIndex"))
@@ -50,23 +54,14 @@ func instanceOf(e *element) instance {
 // describeInstances lists every instance params select, across pages.
 func (p *Provider) describeInstances(ctx context.Context, what string, params url.Values) ([]instance, error) {
 	var all []instance
-	for token := ""; ; {
-		if token != "" {
-			params.Set("NextToken", token)
-		}
-		page, err := p.ec2.call(ctx, what, "DescribeInstances", params)
-		if err != nil {
-			return nil, err
-		}
+	err := p.ec2.each(ctx, what, "DescribeInstances", params, func(page *element) {
 		for _, r := range page.items("reservationSet") {
 			for _, in := range r.items("instancesSet") {
 				all = append(all, instanceOf(in))
 			}
 		}
-		if token = page.textOf("nextToken"); token == "" {
-			return all, nil
-		}
-	}
+	})
+	return all, err
 }
 
 // instanceID extracts the instance ID of a provider ID as the official

@@ -19,6 +19,9 @@
 //	  "clusterID": "c1",              // required: the kubernetes.io/cluster/<clusterID> tag (Global.KubernetesClusterID)
 //	  "credential": "aws",            // the credentials.auth entry (sigv4) requests are signed with
 //	  "ec2Endpoint": "https://ec2.us-east-1.amazonaws.com", // default from region (ServiceOverride ec2)
+//	  "elbEndpoint": "https://elasticloadbalancing.us-east-1.amazonaws.com", // (ServiceOverride elasticloadbalancing)
+//	  "vpcID": "vpc-0123",            // the VPC load balancers go in (Global.VPC); default: the Nodes' instances' VPC
+//	  "elbSecurityGroup": "sg-0123",  // one group for every load balancer instead of one made per Service (Global.ElbSecurityGroup)
 //	  "requestTimeout": "10s"
 //	}
 package aws
@@ -40,12 +43,12 @@ import (
 // not name one: a sigv4 entry of the cloud-config's credentials.auth.
 const DefaultCredential = "aws"
 
-// Provider implements sdk.Provider, sdk.InstancesV2 and sdk.Routes against
-// the EC2 API.
+// Provider implements sdk.Provider, sdk.InstancesV2, sdk.LoadBalancer
+// and sdk.Routes against the EC2 and Classic ELB APIs.
 type Provider struct {
-	host sdk.Host
-	cfg  config
-	ec2  queryAPI
+	host     sdk.Host
+	cfg      config
+	ec2, elb queryAPI
 	// clusterTag is the tag key marking the cluster's resources.
 	clusterTag string
 }
@@ -53,7 +56,8 @@ type Provider struct {
 var (
 	_ sdk.Provider    = (*Provider)(nil)
 	_ sdk.InstancesV2 = (*Provider)(nil)
-	_ sdk.Routes      = (*Provider)(nil)
+	_ sdk.Routes       = (*Provider)(nil)
+	_ sdk.LoadBalancer = (*Provider)(nil)
 )
 
 // New returns a provider that reaches the cloud through host. It must be
@@ -64,8 +68,11 @@ type config struct {
 	Region         string  `json:"region"`
 	ClusterID      string  `json:"clusterID"`
 	Credential     *string `json:"credential"`
-	EC2Endpoint    string  `json:"ec2Endpoint"`
-	RequestTimeout string  `json:"requestTimeout"`
+	EC2Endpoint      string  `json:"ec2Endpoint"`
+	ELBEndpoint      string  `json:"elbEndpoint"`
+	VpcID            string  `json:"vpcID"`
+	ELBSecurityGroup string  `json:"elbSecurityGroup"`
+	RequestTimeout   string  `json:"requestTimeout"`
 }
 
 // Init parses the provider config. It does not contact the cloud, so an
@@ -83,9 +90,13 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	if cfg.EC2Endpoint == "" {
 		cfg.EC2Endpoint = "https://ec2." + cfg.Region + ".amazonaws.com"
 	}
-	if !strings.HasPrefix(cfg.EC2Endpoint, "https://") && !strings.HasPrefix(cfg.EC2Endpoint, "http://") ||
-		strings.ContainsAny(cfg.EC2Endpoint, "?# \t\r\n") {
-		return errors.New("aws: provider config: ec2Endpoint " + strconv.Quote(cfg.EC2Endpoint) + " must be an http(s) URL without query or fragment")
+	if cfg.ELBEndpoint == "" {
+		cfg.ELBEndpoint = "https://elasticloadbalancing." + cfg.Region + ".amazonaws.com"
+	}
+	for _, e := range []struct{ name, url string }{{"ec2Endpoint", cfg.EC2Endpoint}, {"elbEndpoint", cfg.ELBEndpoint}} {
+		if !strings.HasPrefix(e.url, "https://") && !strings.HasPrefix(e.url, "http://") || strings.ContainsAny(e.url, "?# \t\r\n") {
+			return errors.New("aws: provider config: " + e.name + " " + strconv.Quote(e.url) + " must be an http(s) URL without query or fragment")
+		}
 	}
 	var timeout time.Duration
 	if cfg.RequestTimeout != "" {
@@ -103,7 +114,9 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 	p.clusterTag = "kubernetes.io/cluster/" + cfg.ClusterID
 	p.ec2 = queryAPI{host: p.host, endpoint: strings.TrimRight(cfg.EC2Endpoint, "/"), version: ec2Version,
 		service: "ec2", region: cfg.Region, credential: credential, timeout: timeout}
-	p.logf(abi.LogInfo, "using EC2 endpoint "+p.ec2.endpoint+" in "+cfg.Region+" for cluster "+cfg.ClusterID)
+	p.elb = p.ec2
+	p.elb.endpoint, p.elb.version, p.elb.service = strings.TrimRight(cfg.ELBEndpoint, "/"), elbVersion, "elasticloadbalancing"
+	p.logf(abi.LogInfo, "using EC2 endpoint "+p.ec2.endpoint+" and ELB endpoint "+p.elb.endpoint+" in "+cfg.Region+" for cluster "+cfg.ClusterID)
 	return nil
 }
 

@@ -26,14 +26,7 @@ type routeTable struct {
 func (p *Provider) routeTable(ctx context.Context) (*routeTable, error) {
 	var tables []routeTable
 	params := filters(url.Values{}, "tag-key", p.clusterTag)
-	for token := ""; ; {
-		if token != "" {
-			params.Set("NextToken", token)
-		}
-		page, err := p.ec2.call(ctx, "finding the cluster's route table", "DescribeRouteTables", params)
-		if err != nil {
-			return nil, err
-		}
+	err := p.ec2.each(ctx, "finding the cluster's route table", "DescribeRouteTables", params, func(page *element) {
 		for _, t := range page.items("routeTableSet") {
 			table := routeTable{ID: t.textOf("routeTableId")}
 			for _, r := range t.items("routeSet") {
@@ -42,9 +35,9 @@ func (p *Provider) routeTable(ctx context.Context) (*routeTable, error) {
 			}
 			tables = append(tables, table)
 		}
-		if token = page.textOf("nextToken"); token == "" {
-			break
-		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(tables) != 1 {
 		return nil, errors.New("aws: found " + strconv.Itoa(len(tables)) + " route tables tagged " + p.clusterTag + "; routes need exactly one")

@@ -231,8 +231,8 @@ func (e *element) textOf(name string) string {
 	return ""
 }
 
-// items are the <item> elements of the list named name, as EC2 writes
-// lists.
+// items are the entries of the list named name: <item> elements as EC2
+// writes lists, <member> as ELB does.
 func (e *element) items(name string) []*element {
 	list := e.child(name)
 	if list == nil {
@@ -240,7 +240,7 @@ func (e *element) items(name string) []*element {
 	}
 	var out []*element
 	for _, c := range list.children {
-		if c.name == "item" {
+		if c.name == "item" || c.name == "member" {
 			out = append(out, c)
 		}
 	}

@@ -3,13 +3,14 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o aws.wasm ./modules/aws/module
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o aws.wasm ./modules/aws/module
 //
-// It supports InstancesV2 and Routes.
+// It supports InstancesV2, LoadBalancer (Classic ELB) and Routes.
 package main
 
 import (
 	"github.com/wasmccm/wasmccm/modules/aws"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
 )
 
@@ -17,6 +18,7 @@ func init() {
 	p := aws.New(sdk.Imports())
 	sdk.Set(p)
 	instancesv2.Set(p)
+	loadbalancer.Set(p)
 	routes.Set(p)
 }
 
