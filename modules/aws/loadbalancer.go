@@ -74,10 +74,10 @@ type attributes struct {
 
 // loadBalancer is what the provider reads of a Classic ELB.
 type loadBalancer struct {
-	Name, DNSName, Scheme, VpcID        string
-	Listeners                           []listener
+	Name, DNSName, Scheme, VpcID       string
+	Listeners                          []listener
 	Subnets, SecurityGroups, Instances []string
-	HealthCheck                         healthCheck
+	HealthCheck                        healthCheck
 }
 
 // lbSpec is what a Service asks for.

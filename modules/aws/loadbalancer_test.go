@@ -125,7 +125,9 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 		t.Errorf("own group: ingress %+v tags %v; want %+v and %v", own.Ingress, own.Tags, wantRules, clusterTags)
 	}
 	nodeGroup := e.group("default")
-	if !slices.ContainsFunc(nodeGroup.Ingress, func(p awsfake.Permission) bool { return p.Protocol == "-1" && slices.Equal(p.GroupIDs, []string{own.ID}) }) {
+	if !slices.ContainsFunc(nodeGroup.Ingress, func(p awsfake.Permission) bool {
+		return p.Protocol == "-1" && slices.Equal(p.GroupIDs, []string{own.ID})
+	}) {
 		t.Errorf("the Nodes' group does not let the load balancer in: %+v", nodeGroup.Ingress)
 	}
 	if _, exists, err := e.p.GetLoadBalancer(ctx, cluster, svc); !exists || err != nil {

@@ -54,8 +54,8 @@ type Provider struct {
 }
 
 var (
-	_ sdk.Provider    = (*Provider)(nil)
-	_ sdk.InstancesV2 = (*Provider)(nil)
+	_ sdk.Provider     = (*Provider)(nil)
+	_ sdk.InstancesV2  = (*Provider)(nil)
 	_ sdk.Routes       = (*Provider)(nil)
 	_ sdk.LoadBalancer = (*Provider)(nil)
 )
@@ -65,9 +65,9 @@ var (
 func New(host sdk.Host) *Provider { return &Provider{host: host} }
 
 type config struct {
-	Region         string  `json:"region"`
-	ClusterID      string  `json:"clusterID"`
-	Credential     *string `json:"credential"`
+	Region           string  `json:"region"`
+	ClusterID        string  `json:"clusterID"`
+	Credential       *string `json:"credential"`
 	EC2Endpoint      string  `json:"ec2Endpoint"`
 	ELBEndpoint      string  `json:"elbEndpoint"`
 	VpcID            string  `json:"vpcID"`

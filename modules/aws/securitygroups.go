@@ -118,7 +118,7 @@ func (p *Provider) ensureGroup(ctx context.Context, vpc string, spec *lbSpec) (*
 			return sg, nil
 		}
 		params := url.Values{"GroupName": {name}, "VpcId": {vpc},
-			"GroupDescription":               {"Security group for Kubernetes ELB " + spec.name + " (" + spec.service + ")"},
+			"GroupDescription":                {"Security group for Kubernetes ELB " + spec.name + " (" + spec.service + ")"},
 			"TagSpecification.1.ResourceType": {"security-group"}}
 		tags := map[string]string{p.clusterTag: "owned"}
 		for k, v := range spec.tags {
