@@ -1,15 +1,18 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/faultinject"
@@ -56,11 +59,12 @@ func TestAWS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q}", srv.URL)
+	providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q, elbEndpoint: %q}", srv.URL, srv.URL)
 	e := &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSigV4(srv.URL)), fake: fake, routeTable: table.ID}
 	t.Run("NodeInitialization", e.testNodeInitialization)
 	t.Run("NodeLifecycle", e.testNodeLifecycle)
 	t.Run("Routes", e.testRoutes)
+	t.Run("LoadBalancer", e.testLoadBalancer)
 	t.Run("FaultsDeleteNothing", e.testFaults)
 	if n := fake.AuthFailures(); n != 0 {
 		t.Errorf("the fake refused %d signatures", n)
@@ -134,6 +138,85 @@ func (e *awsEnv) testRoutes(t *testing.T) {
 	if got, _ := e.fake.Instance(in.ID); !got.NoSourceDestCheck {
 		t.Error("the routed instance still checks source and destination")
 	}
+}
+
+// testLoadBalancer: a Service's Classic ELB, with the official CCM's
+// name, listeners and health check, its hostname on the Service, its
+// instances following the Nodes, and everything made for it deleted with
+// the Service.
+func (e *awsEnv) testLoadBalancer(t *testing.T) {
+	in := e.addInstanceAndNode("10.244.4.0/24")
+	e.waitInitialized(t, in.PrivateDNSName)
+	svc := e.createLBService(t, "web")
+	name := ("a" + strings.ReplaceAll(string(svc.UID), "-", ""))[:32]
+	var hostname string
+	eventually(t, 60*time.Second, "load balancer hostname", func() (bool, error) {
+		s, err := e.getService("web")
+		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
+		hostname = s.Status.LoadBalancer.Ingress[0].Hostname
+		svc = s
+		return true, nil
+	})
+	lb, ok := e.loadBalancer(name)
+	if !ok {
+		t.Fatalf("no load balancer %s", name)
+	}
+	nodePort := int(svc.Spec.Ports[0].NodePort)
+	if hostname != lb.DNSName || len(lb.Listeners) != 1 || lb.Listeners[0] != (awsfake.Listener{Protocol: "TCP", LoadBalancerPort: 80, InstanceProtocol: "TCP", InstancePort: nodePort}) ||
+		lb.HealthCheck.Target != fmt.Sprintf("TCP:%d", nodePort) || lb.Tags["kubernetes.io/service-name"] != "default/web" || lb.Tags["kubernetes.io/cluster/e2e"] != "owned" {
+		t.Fatalf("load balancer %+v, Service hostname %q", lb, hostname)
+	}
+	targetsMatchNodes := func() (bool, error) {
+		lb, _ := e.loadBalancer(name)
+		got := slices.Sorted(slices.Values(lb.Instances))
+		want := e.nodeInstanceIDs()
+		return slices.Equal(got, want), fmt.Errorf("instances %v, nodes' instances %v", got, want)
+	}
+	e.checkTargetsFollowNodesThenDelete(t, func() string { return e.addInstanceAndNode("10.244.5.0/24").PrivateDNSName },
+		targetsMatchNodes, func() bool {
+			_, lbLeft := e.loadBalancer(name)
+			return lbLeft || e.groupExists("k8s-elb-"+name)
+		})
+	if n := e.fake.Requests()["elasticloadbalancing:CreateLoadBalancer"]; n != 1 {
+		t.Fatalf("%d load balancers created for one Service", n)
+	}
+}
+
+func (e *awsEnv) loadBalancer(name string) (awsfake.LoadBalancer, bool) {
+	for _, lb := range e.fake.LoadBalancers() {
+		if lb.Name == name {
+			return lb, true
+		}
+	}
+	return awsfake.LoadBalancer{}, false
+}
+
+func (e *awsEnv) groupExists(name string) bool {
+	for _, sg := range e.fake.SecurityGroups() {
+		if sg.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeInstanceIDs are the running instances of the Nodes, sorted.
+func (e *awsEnv) nodeInstanceIDs() []string {
+	nodes, err := e.client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var ids []string
+	for _, n := range nodes.Items {
+		id := n.Spec.ProviderID[strings.LastIndexByte(n.Spec.ProviderID, '/')+1:]
+		if in, ok := e.fake.Instance(id); ok && in.State != "terminated" {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // routeTarget is the instance the cluster's route table sends cidr to.

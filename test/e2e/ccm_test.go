@@ -162,7 +162,7 @@ func (e *env) testLoadBalancer(t *testing.T) {
 		got := slices.Sorted(slices.Values(lb.Targets))
 		return slices.Equal(got, want), fmt.Errorf("targets %v, nodes' instances %v", got, want)
 	}
-	e.checkTargetsFollowNodesThenDelete(t, "lb-c", func() { e.addInstanceAndNode("lb-c", "sim-1c", "10.244.5.0/24") },
+	e.checkTargetsFollowNodesThenDelete(t, func() string { e.addInstanceAndNode("lb-c", "sim-1c", "10.244.5.0/24"); return "lb-c" },
 		targetsMatchNodes, func() bool { _, ok := e.cloud.LoadBalancer(lbName); return ok })
 	if got := e.cloud.Counters().LoadBalancersCreated - created; got != 1 {
 		t.Fatalf("%d load balancers created for one Service", got)
@@ -212,13 +212,13 @@ func (e *env) testRoutes(t *testing.T) {
 
 // checkTargetsFollowNodesThenDelete checks that the load balancer of the
 // Service default/web targets the cluster's Nodes while a Node (made by
-// join, named joiner) joins and leaves, then deletes the Service and waits
+// join, which returns its name) joins and leaves, then deletes the Service and waits
 // for its load balancer to be gone.
-func (e *env) checkTargetsFollowNodesThenDelete(t *testing.T, joiner string, join func(), targetsMatchNodes func() (bool, error), lbExists func() bool) {
+func (e *env) checkTargetsFollowNodesThenDelete(t *testing.T, join func() (joiner string), targetsMatchNodes func() (bool, error), lbExists func() bool) {
 	t.Helper()
 	ctx := context.Background()
 	eventually(t, 30*time.Second, "targets = nodes", targetsMatchNodes)
-	join()
+	joiner := join()
 	e.waitInitialized(t, joiner)
 	eventually(t, 60*time.Second, "targets follow a joining node", targetsMatchNodes)
 	if err := e.client.CoreV1().Nodes().Delete(ctx, joiner, metav1.DeleteOptions{}); err != nil {

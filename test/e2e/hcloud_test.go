@@ -226,7 +226,7 @@ func (e *hcloudEnv) testLoadBalancer(t *testing.T) {
 		want := e.nodeServerIDs()
 		return slices.Equal(got, want), fmt.Errorf("targets %v, nodes' servers %v", got, want)
 	}
-	e.checkTargetsFollowNodesThenDelete(t, "hc-lb-c", func() { e.addServerAndNode("hc-lb-c", "hel1", "10.244.5.0/24") },
+	e.checkTargetsFollowNodesThenDelete(t, func() string { e.addServerAndNode("hc-lb-c", "hel1", "10.244.5.0/24"); return "hc-lb-c" },
 		targetsMatchNodes, func() bool { _, ok := e.loadBalancer(string(svc.UID)); return ok })
 	if n := e.fake.Requests()["POST /v1/load_balancers"]; n != 1 {
 		t.Fatalf("%d load balancers created for one Service", n)
