@@ -1,7 +1,8 @@
 // Command demo runs wasmccm end to end on this machine: a real etcd and
 // kube-apiserver on loopback, the simulated cloud (or, with -provider
-// hcloud, the fake Hetzner Cloud API), and the wasm-cloud-controller-manager
-// running the matching provider module. It
+// hcloud, the fake Hetzner Cloud API; with -provider aws, the fake EC2 and
+// ELB APIs), and the wasm-cloud-controller-manager running the matching
+// provider module. It
 // registers three Nodes the way kubelets with --cloud-provider=external do
 // (tainted, uninitialized), creates a LoadBalancer Service, waits for the
 // CCM to initialize the Nodes and provision the load balancer, prints the
@@ -36,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
@@ -51,10 +53,10 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding wasm-cloud-controller-manager and simcloud")
 	toolchain := flag.String("toolchain", "tinygo", "compiler for the provider module: tinygo or go")
 	keep := flag.Bool("keep", false, "keep everything running until interrupted")
-	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, or hcloud (the Hetzner Cloud module against a fake Hetzner API)")
+	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, hcloud (the Hetzner Cloud module against a fake Hetzner API) or aws (the Amazon EC2 module against a fake EC2 and ELB API)")
 	flag.Parse()
-	if *provider != "simcloud" && *provider != "hcloud" {
-		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud or hcloud\n", *provider)
+	if *provider != "simcloud" && *provider != "hcloud" && *provider != "aws" {
+		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud, hcloud or aws\n", *provider)
 		os.Exit(2)
 	}
 	if err := run(*bin, *provider, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
@@ -73,6 +75,13 @@ type demoCloud struct {
 	module string
 	// providerConfig is the cloud-config's providerConfig, in YAML.
 	providerConfig string
+	// nodes are the Node names the cloud's machines register, as their
+	// kubelets would.
+	nodes []string
+	// auth is the cloud-config's credentials.auth entry for the cloud, and
+	// secrets the credential files it reads.
+	auth    string
+	secrets map[string]string
 	// describe prints what the cloud holds.
 	describe func() error
 }
@@ -105,14 +114,18 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 
 	names := []string{"worker-a", "worker-b", "worker-c"}
 	var cloud demoCloud
-	if provider == "hcloud" {
+	switch provider {
+	case "hcloud":
 		cloud, err = startHcloud(ctx, names)
-	} else {
+	case "aws":
+		cloud, err = startAWS(ctx, len(names))
+	default:
 		cloud, err = startSimcloud(ctx, bin, dir, names)
 	}
 	if err != nil {
 		return err
 	}
+	names = cloud.nodes
 
 	step("building the %s provider module with %s", provider, tc)
 	modulePath, err := mountModule(dir, cloud.module, tc)
@@ -201,7 +214,7 @@ func startSimcloud(ctx context.Context, bin, dir string, names []string) (demoCl
 		return demoCloud{}, err
 	}
 	go cmd.Wait()
-	cloud := demoCloud{url: url, module: "modules/simcloud/module",
+	cloud := demoCloud{url: url, module: "modules/simcloud/module", nodes: names, auth: bearerAuth(url), secrets: map[string]string{"token": token},
 		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token}", url),
 		describe:       func() error { return describeSimcloud(url) }}
 	return cloud, waitFor(ctx, 10*time.Second, func() (bool, error) {
@@ -237,7 +250,7 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 	go func() { <-ctx.Done(); srv.Close() }()
 	url := "http://" + l.Addr().String()
 	step("serving the fake Hetzner Cloud API at %s/v1 with %d servers in network k8s", url, len(names))
-	return demoCloud{url: url, module: "modules/hcloud/module",
+	return demoCloud{url: url, module: "modules/hcloud/module", nodes: names, auth: bearerAuth(url), secrets: map[string]string{"token": token},
 		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", url+"/v1"),
 		describe: func() error {
 			fmt.Println("\nIn the fake Hetzner Cloud:")
@@ -252,6 +265,54 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 			n, _ := fake.Network(network.ID)
 			for _, r := range n.Routes {
 				fmt.Printf("  route %s via %s\n", r.Destination, r.Gateway)
+			}
+			return nil
+		}}, nil
+}
+
+// startAWS serves the fake EC2 and ELB APIs from this process, with the
+// cluster's route table and n instances tagged for the cluster, one per
+// zone. Their Nodes are named after their private DNS names, as kubelets
+// on EC2 register.
+func startAWS(ctx context.Context, n int) (demoCloud, error) {
+	fake := awsfake.New(awsfake.Options{})
+	tags := map[string]string{"kubernetes.io/cluster/demo": "owned"}
+	table, err := fake.AddRouteTable("", tags)
+	if err != nil {
+		return demoCloud{}, err
+	}
+	var nodes []string
+	for i := range n {
+		in, err := fake.AddInstance(awsfake.Instance{Type: "m5.large", Zone: fmt.Sprintf("%s%c", fake.Region(), 'a'+i%3), Tags: tags})
+		if err != nil {
+			return demoCloud{}, err
+		}
+		nodes = append(nodes, in.PrivateDNSName)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return demoCloud{}, err
+	}
+	srv := &http.Server{Handler: fake.Handler()}
+	go srv.Serve(l)
+	go func() { <-ctx.Done(); srv.Close() }()
+	url := "http://" + l.Addr().String()
+	step("serving the fake EC2 and ELB APIs at %s with %d instances of cluster demo", url, n)
+	return demoCloud{url: url, module: "modules/aws/module", nodes: nodes,
+		providerConfig: fmt.Sprintf("{region: %s, clusterID: demo, ec2Endpoint: %q, elbEndpoint: %q}", fake.Region(), url, url),
+		auth:           fmt.Sprintf("{name: aws, origins: [%q], sigv4: {accessKeyIDKey: access-key-id, secretAccessKeyKey: secret-access-key}}", url),
+		secrets:        map[string]string{"access-key-id": awsfake.DefaultAccessKeyID, "secret-access-key": awsfake.DefaultSecretAccessKey},
+		describe: func() error {
+			fmt.Println("\nIn the fake EC2 and ELB (every request signed by the host with SigV4):")
+			for _, lb := range fake.LoadBalancers() {
+				fmt.Printf("  classic ELB %s  %s  instances=%s  security groups=%s\n", lb.Name, lb.DNSName,
+					strings.Join(lb.Instances, ","), strings.Join(lb.SecurityGroups, ","))
+			}
+			rt, _ := fake.RouteTable(table.ID)
+			for _, r := range rt.Routes {
+				if r.InstanceID != "" {
+					fmt.Printf("  route %s via %s (%s)\n", r.DestinationCIDR, r.InstanceID, table.ID)
+				}
 			}
 			return nil
 		}}, nil
@@ -287,17 +348,24 @@ func mountModule(dir, module string, tc wasmbuild.Toolchain) (string, error) {
 	return filepath.Join(mount, file), nil
 }
 
+// bearerAuth is the auth entry that sends the demo token to origin.
+func bearerAuth(origin string) string {
+	return fmt.Sprintf("{name: token, origins: [%q], bearer: {key: token}}", origin)
+}
+
 func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath string, cloud demoCloud, logPath string) (*exec.Cmd, error) {
 	credDir := filepath.Join(dir, "credentials")
 	os.MkdirAll(credDir, 0o755)
-	os.WriteFile(filepath.Join(credDir, "token"), []byte(token), 0o600)
+	for name, secret := range cloud.secrets {
+		os.WriteFile(filepath.Join(credDir, name), []byte(secret), 0o600)
+	}
 	config := fmt.Sprintf(`clusterName: demo
 module: {path: %s, reloadInterval: 10s}
 limits: {poolSize: 4, callTimeout: 10s}
 http: {allowedOrigins: [%q]}
-credentials: {dir: %s, auth: [{name: token, origins: [%q], bearer: {key: token}}]}
+credentials: {dir: %s, auth: [%s]}
 providerConfig: %s
-`, modulePath, cloud.url, credDir, cloud.url, cloud.providerConfig)
+`, modulePath, cloud.url, credDir, cloud.auth, cloud.providerConfig)
 	configPath := filepath.Join(dir, "cloud-config.yaml")
 	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
 		return nil, err
@@ -391,8 +459,9 @@ func printState(ctx context.Context, client kubernetes.Interface, cloud demoClou
 	for _, p := range svc.Spec.Ports {
 		ports = append(ports, fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol))
 	}
+	ingress := svc.Status.LoadBalancer.Ingress[0]
 	fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", svc.Namespace, svc.Name, svc.Spec.Type, svc.Spec.ClusterIP,
-		svc.Status.LoadBalancer.Ingress[0].IP, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
+		ingress.IP+ingress.Hostname, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
 	w.Flush()
 	return cloud.describe()
 }
