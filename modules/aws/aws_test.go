@@ -98,12 +98,23 @@ func TestInstanceMetadata(t *testing.T) {
 			{Type: "Hostname", Address: in.PrivateDNSName},
 			{Type: "ExternalDNS", Address: in.PublicDNSName},
 		},
+		AdditionalLabels: map[string]string{ZoneIDLabel: "use1-az1"},
 	}
 	for how, node := range map[string]*abi.Node{"by provider ID": e.byID("running"), "by name": e.byName("running")} {
 		got, err := e.p.InstanceMetadata(context.Background(), node)
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: %+v, %v\nwant %+v", how, got, err, want)
 		}
+	}
+	// The zone IDs are asked once and shared; a Node that has the label
+	// is not given it again.
+	if n := e.cloud.Requests()["ec2:DescribeAvailabilityZones"]; n != 1 {
+		t.Errorf("%d DescribeAvailabilityZones for two answers, want 1", n)
+	}
+	labelled := e.byID("running")
+	labelled.Labels = map[string]string{ZoneIDLabel: "use1-az1"}
+	if got, err := e.p.InstanceMetadata(context.Background(), labelled); err != nil || got.AdditionalLabels != nil {
+		t.Errorf("labelled Node: %+v, %v", got, err)
 	}
 	if _, err := e.p.InstanceMetadata(context.Background(), &abi.Node{Name: "ip-10-9-9-9.ec2.internal"}); !errors.Is(err, sdk.ErrNotFound) {
 		t.Errorf("unknown Node: %v, want NotFound", err)
@@ -200,6 +211,15 @@ func TestRoutes(t *testing.T) {
 	want := []abi.Route{{Name: cluster + "-10.244.1.0/24", TargetNode: running.PrivateDNSName, DestinationCIDR: "10.244.1.0/24"}}
 	if err != nil || !reflect.DeepEqual(routes, want) {
 		t.Fatalf("ListRoutes = %+v, %v; want %+v", routes, err, want)
+	}
+	// The route controller lists every few seconds: the instance's name is
+	// known from then on, and not asked again.
+	before := e.cloud.Requests()["ec2:DescribeInstances"]
+	if again, err := e.p.ListRoutes(ctx, cluster); err != nil || !reflect.DeepEqual(again, want) {
+		t.Fatalf("ListRoutes again = %+v, %v", again, err)
+	}
+	if n := e.cloud.Requests()["ec2:DescribeInstances"] - before; n != 0 {
+		t.Errorf("listing the routes again asked DescribeInstances %d times", n)
 	}
 	if err := e.cloud.TerminateInstance(running.ID); err != nil {
 		t.Fatal(err)

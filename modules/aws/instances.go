@@ -7,9 +7,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 )
 
 // instance is what the provider reads of an EC2 instance.
@@ -165,13 +167,56 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.I
 		return nil, notFound("the instance of Node " + node.Name + " does not exist")
 	}
 	zone := in.Zone
-	return &abi.InstanceMetadata{
+	md := &abi.InstanceMetadata{
 		ProviderID:    "aws:///" + zone + "/" + in.ID,
 		InstanceType:  in.Type,
 		NodeAddresses: addresses(in),
 		Zone:          zone,
 		Region:        strings.TrimRight(zone, "abcdefghijklmnopqrstuvwxyz"),
-	}, nil
+	}
+	if _, ok := node.Labels[ZoneIDLabel]; !ok {
+		id, err := p.zoneID(ctx, zone)
+		if err != nil {
+			return nil, err
+		}
+		md.AdditionalLabels = map[string]string{ZoneIDLabel: id}
+	}
+	return md, nil
+}
+
+// ZoneIDLabel is the official CCM's label for the zone's ID, the same
+// physical zone in every account (zone names are shuffled per account).
+const ZoneIDLabel = "topology.k8s.aws/zone-id"
+
+// zoneIDsMaxAge is how long the region's zone IDs are kept, shared by all
+// the module's instances: they never change, so the module asks once an
+// hour rather than once per Node.
+const zoneIDsMaxAge = time.Hour
+
+// zoneID returns the ID of the named zone, from the region's zones as
+// DescribeAvailabilityZones lists them ("name=id" lines in the host's
+// shared state).
+func (p *Provider) zoneID(ctx context.Context, zone string) (string, error) {
+	zones, err := cache.Once(p.host, "aws/zone-ids", zoneIDsMaxAge, func() ([]byte, error) {
+		root, err := p.ec2.call(ctx, "listing the region's zones", "DescribeAvailabilityZones", url.Values{})
+		if err != nil {
+			return nil, err
+		}
+		var b strings.Builder
+		for _, z := range root.items("availabilityZoneInfo") {
+			b.WriteString(z.textOf("zoneName") + "=" + z.textOf("zoneId") + "\n")
+		}
+		return []byte(b.String()), nil
+	})
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(zones), "\n") {
+		if name, id, _ := strings.Cut(line, "="); name == zone && id != "" {
+			return id, nil
+		}
+	}
+	return "", errors.New("aws: zone " + zone + " is not among the region's zones, so its zone ID is unknown")
 }
 
 // addresses lists the private IPs of the attached interfaces, in device

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -54,21 +55,9 @@ func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]abi.Ro
 	if err != nil {
 		return nil, err
 	}
-	ids := url.Values{}
-	for _, r := range table.Routes {
-		if r.InstanceID != "" && r.State != "blackhole" {
-			ids.Set("InstanceId."+strconv.Itoa(len(ids)+1), r.InstanceID)
-		}
-	}
-	names := map[string]string{}
-	if len(ids) > 0 {
-		list, err := p.describeInstances(ctx, "naming the routes' instances", ids)
-		if err != nil {
-			return nil, err
-		}
-		for _, in := range list {
-			names[in.ID] = in.PrivateDNSName
-		}
+	names, err := p.instanceNames(ctx, table.Routes)
+	if err != nil {
+		return nil, err
 	}
 	var routes []abi.Route
 	for _, r := range table.Routes {
@@ -84,6 +73,45 @@ func (p *Provider) ListRoutes(ctx context.Context, clusterName string) ([]abi.Ro
 		}
 	}
 	return routes, nil
+}
+
+// instanceNamesMaxAge is how long an instance's private DNS name is kept
+// in the module's shared state. The name is fixed for the instance's life,
+// so ListRoutes, which the route controller calls every few seconds, asks
+// the API only about instances it has not seen within the hour (the
+// official CCM serves it from a 10-second snapshot of every instance).
+const instanceNamesMaxAge = time.Hour
+
+// instanceNames returns the private DNS names of the routes' instances
+// (blackhole routes aside): the known ones from shared state, the others
+// from one DescribeInstances.
+func (p *Provider) instanceNames(ctx context.Context, routes []route) (map[string]string, error) {
+	names := map[string]string{}
+	var missing []string
+	for _, r := range routes {
+		if r.InstanceID == "" || r.State == "blackhole" || names[r.InstanceID] != "" {
+			continue
+		}
+		if name, ok := p.host.StateGet("aws/instance-name/"+r.InstanceID, instanceNamesMaxAge, false); ok {
+			names[r.InstanceID] = string(name)
+		} else {
+			missing = append(missing, r.InstanceID)
+		}
+	}
+	if len(missing) == 0 {
+		return names, nil
+	}
+	list, err := p.describeInstances(ctx, "naming the routes' instances", list(url.Values{}, "InstanceId", missing))
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range list {
+		if in.PrivateDNSName != "" && in.State != "terminated" {
+			names[in.ID] = in.PrivateDNSName
+			_ = p.host.StateSet("aws/instance-name/"+in.ID, []byte(in.PrivateDNSName)) // a full store only costs a request
+		}
+	}
+	return names, nil
 }
 
 // CreateRoute routes the CIDR to the target Node's instance, turning off

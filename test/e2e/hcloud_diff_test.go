@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http/httptest"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -40,20 +40,21 @@ func TestHcloudDifferential(t *testing.T) {
 	for _, impl := range []string{"wasmccm", "official"} {
 		t.Run(impl, func(t *testing.T) { results[impl] = diffRun(t, impl, official) })
 	}
+	t.Log("\n" + diffTable("wasmccm + hcloud module", results))
+}
+
+// diffTable prints the two runs' outcomes side by side as Markdown, one
+// row per field either has.
+func diffTable(ours string, results map[string]map[string]string) string {
 	keys := map[string]bool{}
 	for _, r := range results {
 		for k := range r {
 			keys[k] = true
 		}
 	}
-	sorted := make([]string, 0, len(keys))
-	for k := range keys {
-		sorted = append(sorted, k)
-	}
-	sort.Strings(sorted)
 	var b strings.Builder
-	b.WriteString("| field | wasmccm + hcloud module | official CCM | same |\n| --- | --- | --- | --- |\n")
-	for _, k := range sorted {
+	fmt.Fprintf(&b, "| field | %s | official CCM | same |\n| --- | --- | --- | --- |\n", ours)
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		w, o := results["wasmccm"][k], results["official"][k]
 		same := "yes"
 		if w != o {
@@ -61,7 +62,7 @@ func TestHcloudDifferential(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | `%s` | `%s` | %s |\n", k, w, o, same)
 	}
-	t.Log("\n" + b.String())
+	return b.String()
 }
 
 // diffRun sets up the scenario under one implementation and returns its
@@ -83,7 +84,11 @@ func diffRun(t *testing.T, impl, official string) map[string]string {
 		providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
 		e = &hcloudEnv{env: startModule(t, hcloudModule, tc, srv.URL, providerConfig, nil), fake: fake, network: network}
 	} else {
-		e = &hcloudEnv{env: startOfficial(t, official, srv.URL), fake: fake, network: network}
+		// Configured through its environment, as its documentation says.
+		e = &hcloudEnv{env: startOfficial(t, official, srv.URL, map[string]string{
+			"HCLOUD_TOKEN": cloudToken, "HCLOUD_ENDPOINT": srv.URL + "/v1", "HCLOUD_NETWORK": "k8s",
+			"HCLOUD_LOAD_BALANCERS_LOCATION": "fsn1", "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK": "true", "HCLOUD_METRICS_ENABLED": "false",
+		}, "--cloud-provider=hcloud", "--allow-untagged-cloud=true"), fake: fake, network: network}
 	}
 
 	ctx := context.Background()
@@ -222,9 +227,9 @@ func compact(v any) string {
 	return string(b)
 }
 
-// startOfficial starts a cluster and the official CCM, configured through
-// its environment as its documentation says, against the fake at cloudURL.
-func startOfficial(t *testing.T, binary, cloudURL string) *env {
+// startOfficial starts a cluster and an official CCM binary with the
+// controller flags and its own, its cloud configured through environ.
+func startOfficial(t *testing.T, binary, cloudURL string, environ map[string]string, flags ...string) *env {
 	c := cluster.StartForTest(t)
 	client, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
@@ -235,16 +240,9 @@ func startOfficial(t *testing.T, binary, cloudURL string) *env {
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{
-		"HCLOUD_TOKEN": cloudToken, "HCLOUD_ENDPOINT": cloudURL + "/v1", "HCLOUD_NETWORK": "k8s",
-		"HCLOUD_LOAD_BALANCERS_LOCATION": "fsn1", "HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK": "true", "HCLOUD_METRICS_ENABLED": "false",
-	} {
+	for k, v := range environ {
 		t.Setenv(k, v)
 	}
-	ccm := startCCMBinary(t, binary, e.dir, "official-ccm", controllerFlags(kubeconfig,
-		"--cloud-provider=hcloud",
-		"--allow-untagged-cloud=true",
-	))
-	e.ccm = ccm
+	e.ccm = startCCMBinary(t, binary, e.dir, "official-ccm", controllerFlags(kubeconfig, flags...))
 	return e
 }
