@@ -39,15 +39,17 @@ build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 image: ## Build the manager image (linux/amd64 + arm64, no Docker) as an OCI layout in bin/image.
 	$(GO) run ./hack/image -o $(BIN)/image
 
+# PROVIDER_MODULES are the provider modules under modules/, each with its
+# main package in modules/NAME/module.
+PROVIDER_MODULES := simcloud hcloud aws
+
 modules: ## Build the simcloud, hcloud and aws provider modules with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/simcloud-go.wasm $(MODULE_PKG)
-	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/simcloud-tinygo.wasm $(MODULE_PKG)
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/hcloud-go.wasm ./modules/hcloud/module
-	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/hcloud-tinygo.wasm ./modules/hcloud/module
-	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/aws-go.wasm ./modules/aws/module
-	$(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/aws-tinygo.wasm ./modules/aws/module
-	gzip -9 -k -f $(BIN)/simcloud-go.wasm $(BIN)/simcloud-tinygo.wasm $(BIN)/hcloud-go.wasm $(BIN)/hcloud-tinygo.wasm $(BIN)/aws-go.wasm $(BIN)/aws-tinygo.wasm
+	for m in $(PROVIDER_MODULES); do \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/$$m-go.wasm ./modules/$$m/module && \
+	  $(TINYGO_WASIP1) build -buildmode=c-shared -scheduler=none -gc=leaking -no-debug -opt=2 -o $(BIN)/$$m-tinygo.wasm ./modules/$$m/module && \
+	  gzip -9 -k -f $(BIN)/$$m-go.wasm $(BIN)/$$m-tinygo.wasm || exit 1; \
+	done
 	@ls -l $(BIN)/*.wasm $(BIN)/*.wasm.gz
 
 # End-to-end packages each start an API server; running them one at a time
