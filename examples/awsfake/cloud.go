@@ -25,6 +25,7 @@
 package awsfake
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -63,6 +64,11 @@ type Options struct {
 	// terminated instance is described forever when 0. EC2 keeps them
 	// about an hour.
 	ForgetTerminatedAfter int
+	// PageSize pages the EC2 listings a request asks without MaxResults
+	// (DescribeInstances, DescribeRouteTables, DescribeSubnets,
+	// DescribeSecurityGroups) at PageSize items, as the API may; such a
+	// listing is answered whole when 0.
+	PageSize int
 	// Now is the clock signatures' dates are checked against (±15
 	// minutes, as AWS does); time.Now when nil.
 	Now func() time.Time
@@ -288,12 +294,12 @@ func (c *Cloud) AddInstance(in Instance) (Instance, error) {
 	if c.instances[in.ID] != nil {
 		return Instance{}, fmt.Errorf("instance %s exists", in.ID)
 	}
-	in.Type = cmpOr(in.Type, "t3.medium")
-	in.State = cmpOr(in.State, "running")
+	in.Type = cmp.Or(in.Type, "t3.medium")
+	in.State = cmp.Or(in.State, "running")
 	if _, ok := stateCodes[in.State]; !ok {
 		return Instance{}, fmt.Errorf("unknown instance state %q", in.State)
 	}
-	in.Zone = cmpOr(in.Zone, c.zones()[0])
+	in.Zone = cmp.Or(in.Zone, c.zones()[0])
 	var subnet *Subnet
 	if in.SubnetID == "" {
 		for _, s := range c.sortedSubnets() {
@@ -317,14 +323,14 @@ func (c *Cloud) AddInstance(in Instance) (Instance, error) {
 		}
 		in.PrivateIP = ip
 	}
-	in.PrivateDNSName = cmpOr(in.PrivateDNSName, c.privateDNS(in.PrivateIP))
+	in.PrivateDNSName = cmp.Or(in.PrivateDNSName, c.privateDNS(in.PrivateIP))
 	if !in.NoPublicIP && in.PublicIP == "" {
 		in.PublicIP = c.freePublicIP()
 	}
 	if in.PublicIP != "" {
-		in.PublicDNSName = cmpOr(in.PublicDNSName, c.publicDNS(in.PublicIP))
+		in.PublicDNSName = cmp.Or(in.PublicDNSName, c.publicDNS(in.PublicIP))
 	}
-	in.ImageID = cmpOr(in.ImageID, "ami-0fa4e00000000cafe")
+	in.ImageID = cmp.Or(in.ImageID, "ami-0fa4e00000000cafe")
 	if in.SecurityGroups == nil {
 		for _, sg := range c.securityGroups {
 			if sg.VpcID == in.VpcID && sg.Name == "default" {
@@ -597,13 +603,6 @@ var stateCodes = map[string]int{"pending": 0, "running": 16, "shutting-down": 32
 
 func sortedKeys[V any](m map[string]V) []string {
 	return slices.Sorted(maps.Keys(m))
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func cloneTags(t map[string]string) map[string]string {

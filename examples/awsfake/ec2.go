@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/xml"
 	"net/netip"
@@ -248,7 +249,7 @@ func (cl *call) describeInstances() (any, *apiError) {
 			list = append(list, in)
 		}
 	}
-	page, next, err := paginate(list, maxResults, cl.get("NextToken"))
+	page, next, err := paginate(list, cmp.Or(maxResults, cl.c.opts.PageSize), cl.get("NextToken"))
 	if err != nil {
 		return nil, err
 	}
@@ -462,7 +463,7 @@ func (cl *call) describeRouteTables() (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := paginate(list, maxResults, cl.get("NextToken"))
+	page, next, err := paginate(list, cmp.Or(maxResults, cl.c.opts.PageSize), cl.get("NextToken"))
 	if err != nil {
 		return nil, err
 	}
@@ -742,7 +743,7 @@ func (cl *call) describeSubnets() (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := paginate(list, maxResults, cl.get("NextToken"))
+	page, next, err := paginate(list, cmp.Or(maxResults, cl.c.opts.PageSize), cl.get("NextToken"))
 	if err != nil {
 		return nil, err
 	}

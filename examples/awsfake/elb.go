@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"cmp"
 	"encoding/base64"
 	"encoding/xml"
 	"fmt"
@@ -139,7 +140,7 @@ func (cl *call) createLoadBalancer() (any, *apiError) {
 	if len(listeners) == 0 {
 		return nil, validation("Listeners is required")
 	}
-	scheme := cmpOr(cl.get("Scheme"), "internet-facing")
+	scheme := cmp.Or(cl.get("Scheme"), "internet-facing")
 	if scheme != "internet-facing" && scheme != "internal" {
 		return nil, badRequest("InvalidScheme", "Invalid scheme %q", scheme)
 	}
@@ -633,8 +634,8 @@ func (cl *call) modifyAttributes() (any, *apiError) {
 	if a.AccessLogInterval, err = cl.intParam(p+"AccessLog.EmitInterval", a.AccessLogInterval); err != nil {
 		return nil, err
 	}
-	a.AccessLogBucket = cmpOr(cl.get(p+"AccessLog.S3BucketName"), a.AccessLogBucket)
-	a.AccessLogPrefix = cmpOr(cl.get(p+"AccessLog.S3BucketPrefix"), a.AccessLogPrefix)
+	a.AccessLogBucket = cmp.Or(cl.get(p+"AccessLog.S3BucketName"), a.AccessLogBucket)
+	a.AccessLogPrefix = cmp.Or(cl.get(p+"AccessLog.S3BucketPrefix"), a.AccessLogPrefix)
 	if a.ConnectionDrainingTimeout, err = cl.intParam(p+"ConnectionDraining.Timeout", a.ConnectionDrainingTimeout); err != nil {
 		return nil, err
 	}

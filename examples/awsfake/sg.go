@@ -1,6 +1,7 @@
 package awsfake
 
 import (
+	"cmp"
 	"encoding/xml"
 	"net/netip"
 	"slices"
@@ -125,7 +126,7 @@ func (cl *call) describeSecurityGroups() (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
-	page, next, err := paginate(list, maxResults, cl.get("NextToken"))
+	page, next, err := paginate(list, cmp.Or(maxResults, cl.c.opts.PageSize), cl.get("NextToken"))
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,12 @@ type env struct {
 // running, stopped and terminated, and a provider signing with secret.
 func newEnv(t testing.TB, secret string) *env {
 	t.Helper()
-	cloud := awsfake.New(awsfake.Options{})
+	return newEnvWith(t, secret, awsfake.Options{})
+}
+
+func newEnvWith(t testing.TB, secret string, opts awsfake.Options) *env {
+	t.Helper()
+	cloud := awsfake.New(opts)
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
 	e := &env{cloud: cloud, instances: map[string]awsfake.Instance{}}
@@ -118,6 +123,39 @@ func TestInstanceMetadata(t *testing.T) {
 	}
 	if _, err := e.p.InstanceMetadata(context.Background(), &abi.Node{Name: "ip-10-9-9-9.ec2.internal"}); !errors.Is(err, sdk.ErrNotFound) {
 		t.Errorf("unknown Node: %v, want NotFound", err)
+	}
+}
+
+// TestPagedListings: every listing follows NextToken to the end, so
+// that an answer split in pages is read whole, and lookups, routes and
+// load balancers come out as from one page.
+func TestPagedListings(t *testing.T) {
+	e := newEnvWith(t, awsfake.DefaultSecretAccessKey, awsfake.Options{PageSize: 1})
+	ctx := context.Background()
+	if exists, err := e.p.InstanceExists(ctx, e.byName("running")); err != nil || !exists {
+		t.Fatalf("InstanceExists by name = %v, %v", exists, err)
+	}
+	r := &abi.Route{TargetNode: e.instances["running"].PrivateDNSName, DestinationCIDR: "10.244.1.0/24"}
+	if err := e.p.CreateRoute(ctx, cluster, "", r); err != nil {
+		t.Fatal(err)
+	}
+	if routes, err := e.p.ListRoutes(ctx, cluster); err != nil || len(routes) != 1 {
+		t.Fatalf("ListRoutes = %+v, %v", routes, err)
+	}
+	before := e.cloud.Requests()
+	svc := service(nil)
+	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	// The Nodes' three instances come one per page (the terminated one
+	// left out), and so do the VPC's three subnets.
+	lb := e.loadBalancer(t, e.p.GetLoadBalancerName(ctx, cluster, svc))
+	if len(lb.Instances) != 2 || len(lb.Subnets) != 3 {
+		t.Errorf("the load balancer got instances %v and subnets %v from paged listings", lb.Instances, lb.Subnets)
+	}
+	asked := delta(before, e.cloud.Requests())
+	if asked["ec2:DescribeInstances"] != 3 || asked["ec2:DescribeSubnets"] != 3 {
+		t.Errorf("requests %v: want 3 pages of instances and 3 of subnets", asked)
 	}
 }
 
