@@ -64,10 +64,11 @@ type Options struct {
 	// terminated instance is described forever when 0. EC2 keeps them
 	// about an hour.
 	ForgetTerminatedAfter int
-	// PageSize pages the EC2 listings a request asks without MaxResults
+	// PageSize pages the listings a request asks without MaxResults
 	// (DescribeInstances, DescribeRouteTables, DescribeSubnets,
-	// DescribeSecurityGroups) at PageSize items, as the API may; such a
-	// listing is answered whole when 0.
+	// DescribeSecurityGroups) at PageSize items, as EC2 may; such a listing
+	// is answered whole when 0. It is also DescribeLoadBalancers' default
+	// PageSize (400 when 0).
 	PageSize int
 	// Now is the clock signatures' dates are checked against (±15
 	// minutes, as AWS does); time.Now when nil.

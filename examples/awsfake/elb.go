@@ -304,7 +304,7 @@ func (cl *call) describeLoadBalancers() (any, *apiError) {
 			return nil, notFoundLB(n)
 		}
 	}
-	size, err := cl.intParam("PageSize", 400)
+	size, err := cl.intParam("PageSize", cmp.Or(c.opts.PageSize, 400))
 	if err != nil {
 		return nil, err
 	}

@@ -83,6 +83,7 @@ type loadBalancer struct {
 // lbSpec is what a Service asks for.
 type lbSpec struct {
 	name         string
+	uid          string
 	service      string // namespace/name
 	internal     bool
 	listeners    []listener
@@ -126,7 +127,7 @@ func (p *Provider) specOf(svc *abi.Service) (*lbSpec, error) {
 	if svc.LoadBalancerIP != "" {
 		return nil, errors.New("aws: loadBalancerIP cannot be specified for an AWS ELB")
 	}
-	spec := &lbSpec{name: p.GetLoadBalancerName(context.Background(), "", svc), service: svc.Namespace + "/" + svc.Name,
+	spec := &lbSpec{name: p.GetLoadBalancerName(context.Background(), "", svc), uid: svc.UID, service: svc.Namespace + "/" + svc.Name,
 		internal: a[annotationInternal] != "" && a[annotationInternal] != "false",
 		tags:     keyValues(a[annotationTags]), groups: commaList(a[annotationGroups]), extraGroups: commaList(a[annotationExtraGroups]),
 		attributes: attributes{IdleTimeout: 60}}
@@ -486,7 +487,7 @@ func (p *Provider) syncLoadBalancer(ctx context.Context, lb *loadBalancer, spec 
 		setListeners(params, spec.listeners)
 		list(params, "Subnets.member", subnets)
 		list(params, "SecurityGroups.member", groups)
-		tags := map[string]string{serviceNameTag: spec.service, p.clusterTag: "owned"}
+		tags := map[string]string{serviceNameTag: spec.service, p.clusterTag: "owned", ServiceUIDTag: spec.uid}
 		for k, v := range spec.tags {
 			tags[k] = v
 		}

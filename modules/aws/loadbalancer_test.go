@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"reflect"
 	"slices"
@@ -106,7 +107,8 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 			{Protocol: "TCP", LoadBalancerPort: 443, InstanceProtocol: "TCP", InstancePort: 30443}},
 		Subnets: subnets, SecurityGroups: []string{own.ID}, Instances: []string{running, stopped},
 		HealthCheck: awsfake.HealthCheck{Target: "TCP:30080", Interval: 10, Timeout: 5, UnhealthyThreshold: 6, HealthyThreshold: 2},
-		Tags:        map[string]string{"kubernetes.io/service-name": "default/web", "kubernetes.io/cluster/c1": "owned"}}
+		Tags: map[string]string{"kubernetes.io/service-name": "default/web", "kubernetes.io/cluster/c1": "owned",
+			ServiceUIDTag: svc.UID}}
 	slices.Sort(lb.Instances)
 	got := awsfake.LoadBalancer{Name: lb.Name, Scheme: lb.Scheme, Listeners: lb.Listeners, Subnets: lb.Subnets,
 		SecurityGroups: lb.SecurityGroups, Instances: lb.Instances, HealthCheck: lb.HealthCheck, Tags: lb.Tags}
@@ -317,5 +319,58 @@ func TestLoadBalancerGroupInUse(t *testing.T) {
 	}
 	if e.group("k8s-elb-"+name) != nil {
 		t.Error("the group was left behind")
+	}
+}
+
+// TestListLoadBalancers: the cluster's ELBs that carry a Service UID are
+// listed across pages; another cluster's, an official CCM's (no UID tag)
+// and one whose name is not its UID's are not; a failing page or tag read
+// fails the listing rather than shortening it.
+func TestListLoadBalancers(t *testing.T) {
+	e := newEnvWith(t, awsfake.DefaultSecretAccessKey, awsfake.Options{PageSize: 7})
+	ctx := context.Background()
+	var want []abi.OwnedLoadBalancer
+	for i := range 25 { // four pages of DescribeLoadBalancers, two DescribeTags batches
+		svc := service(nil)
+		svc.Name = fmt.Sprintf("web-%d", i)
+		svc.UID = fmt.Sprintf("0d7e1c2b-0000-4000-8000-%011d0", i) // the last digit is not in the name
+		if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
+			t.Fatal(err)
+		}
+		name := e.p.GetLoadBalancerName(ctx, cluster, svc)
+		want = append(want, abi.OwnedLoadBalancer{Name: name, ID: name, ServiceUID: svc.UID, ServiceNamespace: "default", ServiceName: svc.Name})
+	}
+	other := New(e.p.host)
+	cfg := fmt.Sprintf(`{"region": "us-east-1", "clusterID": "other", "ec2Endpoint": %q, "elbEndpoint": %q}`, e.p.ec2.endpoint, e.p.elb.endpoint)
+	if err := other.Init(ctx, "other", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	foreign := service(nil)
+	foreign.UID = "0d7e1c2b-0000-4000-8000-ffffffffffff"
+	if _, err := other.EnsureLoadBalancer(ctx, "other", foreign, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	before := e.cloud.Requests()
+	got, err := e.p.ListLoadBalancers(ctx, cluster)
+	if asked := delta(before, e.cloud.Requests()); asked["elasticloadbalancing:DescribeLoadBalancers"] != 4 || asked["elasticloadbalancing:DescribeTags"] != 2 {
+		t.Errorf("requests %v: want 4 pages of load balancers and 2 batches of tags", asked)
+	}
+	slices.SortFunc(got, func(a, b abi.OwnedLoadBalancer) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(want, func(a, b abi.OwnedLoadBalancer) int { return strings.Compare(a.Name, b.Name) })
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListLoadBalancers = %d, %v; want the cluster's %d", len(got), err, len(want))
+	}
+	if theirs, err := other.ListLoadBalancers(ctx, "other"); err != nil || len(theirs) != 1 || theirs[0].ServiceUID != foreign.UID {
+		t.Errorf("the other cluster lists %+v, %v", theirs, err)
+	}
+	for _, route := range []string{"elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeTags"} {
+		fault, err := e.cloud.Faults.Add(faultinject.Fault{Route: route, Always: true, Status: 503})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.p.ListLoadBalancers(ctx, cluster); err == nil {
+			t.Errorf("%s failing: listed %d without an error", route, len(got))
+		}
+		e.cloud.Faults.Remove(fault.Name)
 	}
 }

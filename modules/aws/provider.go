@@ -54,10 +54,11 @@ type Provider struct {
 }
 
 var (
-	_ sdk.Provider     = (*Provider)(nil)
-	_ sdk.InstancesV2  = (*Provider)(nil)
-	_ sdk.Routes       = (*Provider)(nil)
-	_ sdk.LoadBalancer = (*Provider)(nil)
+	_ sdk.Provider           = (*Provider)(nil)
+	_ sdk.InstancesV2        = (*Provider)(nil)
+	_ sdk.Routes             = (*Provider)(nil)
+	_ sdk.LoadBalancer       = (*Provider)(nil)
+	_ sdk.LoadBalancerLister = (*Provider)(nil)
 )
 
 // New returns a provider that reaches the cloud through host. It must be

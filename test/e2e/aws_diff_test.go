@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/modules/aws"
 )
 
 // TestAWSDifferential runs the same cluster twice, once with wasmccm and
@@ -148,7 +149,7 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 		out[p+"security groups"] = symbolic.Replace(strings.Join(lb.SecurityGroups, ","))
 		out[p+"instances"] = strings.Join(slices.Sorted(slices.Values(lb.Instances)), ",")
 		out[p+"health check"] = healthPort.Replace(compact(lb.HealthCheck))
-		out[p+"tags"] = compact(lb.Tags)
+		out[p+"tags"] = symbolic.Replace(compact(lb.Tags))
 		out[p+"attributes"] = compact(lb.Attributes)
 	}
 	for _, sg := range e.fake.SecurityGroups() {
@@ -201,8 +202,8 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 	return out
 }
 
-// awsSymbols names load balancers, DNS names and security groups after
-// the Service they serve.
+// awsSymbols names load balancers, DNS names, Service UIDs and security
+// groups after the Service they serve.
 func awsSymbols(fake *awsfake.Cloud) *strings.Replacer {
 	var pairs []string
 	byLB := map[string]string{}
@@ -210,6 +211,9 @@ func awsSymbols(fake *awsfake.Cloud) *strings.Replacer {
 		svc := "<" + lb.Tags["kubernetes.io/service-name"] + ">"
 		byLB[lb.Name] = svc
 		pairs = append(pairs, lb.DNSName, "<dns of "+svc+">", lb.Name, svc)
+		if uid := lb.Tags[aws.ServiceUIDTag]; uid != "" {
+			pairs = append(pairs, uid, "<UID of "+svc+">")
+		}
 	}
 	for _, sg := range fake.SecurityGroups() {
 		name := sg.Name

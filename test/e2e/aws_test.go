@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/faultinject"
@@ -60,12 +61,17 @@ func TestAWS(t *testing.T) {
 		t.Fatal(err)
 	}
 	providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q, elbEndpoint: %q}", srv.URL, srv.URL)
-	e := &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSigV4(srv.URL)), fake: fake, routeTable: table.ID}
+	t.Setenv("POD_NAMESPACE", podNamespace)
+	t.Setenv("POD_NAME", podName)
+	withSweep := func(c string) string { return withSigV4(srv.URL)(c) + "orphanSweep: {period: 2s}\n" }
+	e := &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSweep), fake: fake, routeTable: table.ID}
 	t.Run("NodeInitialization", e.testNodeInitialization)
 	t.Run("NodeLifecycle", e.testNodeLifecycle)
 	t.Run("Routes", e.testRoutes)
 	t.Run("LoadBalancer", e.testLoadBalancer)
 	t.Run("FaultsDeleteNothing", e.testFaults)
+	// Last: it restarts the CCM for the rest of the subtest only.
+	t.Run("OrphanSweep", e.testOrphanSweep)
 	if n := fake.AuthFailures(); n != 0 {
 		t.Errorf("the fake refused %d signatures", n)
 	}
@@ -181,6 +187,61 @@ func (e *awsEnv) testLoadBalancer(t *testing.T) {
 		})
 	if n := e.fake.Requests()["elasticloadbalancing:CreateLoadBalancer"]; n != 1 {
 		t.Fatalf("%d load balancers created for one Service", n)
+	}
+}
+
+// testOrphanSweep: a Service stuck deleting (its ELB cannot be deleted)
+// whose finalizer an administrator removes leaves its ELB and security
+// group behind; after a restart, the host's orphan sweep deletes both
+// through the module, and leaves a live Service's ELB alone.
+func (e *awsEnv) testOrphanSweep(t *testing.T) {
+	ctx := context.Background()
+	in := e.addInstanceAndNode("10.244.6.0/24")
+	e.waitInitialized(t, in.PrivateDNSName)
+	kept := e.createLBService(t, "kept")
+	leaked := e.createLBService(t, "leaked")
+	for _, name := range []string{"kept", "leaked"} {
+		eventually(t, 60*time.Second, "load balancer of "+name, func() (bool, error) {
+			s, err := e.getService(name)
+			return err == nil && len(s.Status.LoadBalancer.Ingress) > 0, err
+		})
+	}
+	lbName := func(svc *v1.Service) string { return ("a" + strings.ReplaceAll(string(svc.UID), "-", ""))[:32] }
+	fault, err := e.fake.Faults.Add(faultinject.Fault{Route: "elasticloadbalancing:DeleteLoadBalancer", Always: true, Status: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Services("default").Delete(ctx, "leaked", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "a failed deletion", func() (bool, error) {
+		return e.fake.Requests()["elasticloadbalancing:DeleteLoadBalancer"] > 0, nil
+	})
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := e.client.CoreV1().Services("default").Patch(ctx, "leaked", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "Service leaked gone", func() (bool, error) {
+		_, err := e.getService("leaked")
+		return apierrors.IsNotFound(err), nil
+	})
+	if _, ok := e.loadBalancer(lbName(leaked)); !ok {
+		t.Fatal("the leaked Service's ELB is already gone: nothing left for the sweep")
+	}
+	// The service controller would go on retrying the deletion from its
+	// cache; a restarted CCM (a new Pod) has no memory of the Service, so
+	// only the sweep can find the ELB.
+	e.restartCCM(t, "ccm-after-leak")
+	e.fake.Faults.Remove(fault.Name)
+	eventually(t, 60*time.Second, "the sweep deleting the leaked ELB and its group", func() (bool, error) {
+		_, left := e.loadBalancer(lbName(leaked))
+		return !left && !e.groupExists("k8s-elb-"+lbName(leaked)), nil
+	})
+	if !e.ccm.logContains("orphan sweep: deleted load balancer whose Service no longer exists") {
+		t.Error("the ELB went, but the CCM log does not say the sweep deleted it")
+	}
+	if _, ok := e.loadBalancer(lbName(kept)); !ok {
+		t.Error("the sweep deleted a live Service's ELB")
 	}
 }
 

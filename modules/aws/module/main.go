@@ -11,6 +11,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancerlist"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
 )
 
@@ -19,6 +20,7 @@ func init() {
 	sdk.Set(p)
 	instancesv2.Set(p)
 	loadbalancer.Set(p)
+	loadbalancerlist.Set(p)
 	routes.Set(p)
 }
 
