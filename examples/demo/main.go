@@ -241,14 +241,10 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 			return demoCloud{}, err
 		}
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	url, err := serve(ctx, fake.Handler())
 	if err != nil {
 		return demoCloud{}, err
 	}
-	srv := &http.Server{Handler: fake.Handler()}
-	go srv.Serve(l)
-	go func() { <-ctx.Done(); srv.Close() }()
-	url := "http://" + l.Addr().String()
 	step("serving the fake Hetzner Cloud API at %s/v1 with %d servers in network k8s", url, len(names))
 	return demoCloud{url: url, module: "modules/hcloud/module", nodes: names, auth: bearerAuth(url), secrets: map[string]string{"token": token},
 		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", url+"/v1"),
@@ -270,6 +266,19 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 		}}, nil
 }
 
+// serve serves a fake cloud API from this process on a free loopback port
+// until ctx ends, and returns its URL.
+func serve(ctx context.Context, h http.Handler) (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(l)
+	go func() { <-ctx.Done(); srv.Close() }()
+	return "http://" + l.Addr().String(), nil
+}
+
 // startAWS serves the fake EC2 and ELB APIs from this process, with the
 // cluster's route table and n instances tagged for the cluster, one per
 // zone. Their Nodes are named after their private DNS names, as kubelets
@@ -289,14 +298,10 @@ func startAWS(ctx context.Context, n int) (demoCloud, error) {
 		}
 		nodes = append(nodes, in.PrivateDNSName)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	url, err := serve(ctx, fake.Handler())
 	if err != nil {
 		return demoCloud{}, err
 	}
-	srv := &http.Server{Handler: fake.Handler()}
-	go srv.Serve(l)
-	go func() { <-ctx.Done(); srv.Close() }()
-	url := "http://" + l.Addr().String()
 	step("serving the fake EC2 and ELB APIs at %s with %d instances of cluster demo", url, n)
 	return demoCloud{url: url, module: "modules/aws/module", nodes: nodes,
 		providerConfig: fmt.Sprintf("{region: %s, clusterID: demo, ec2Endpoint: %q, elbEndpoint: %q}", fake.Region(), url, url),

@@ -28,15 +28,7 @@ import (
 // a one-off comparison (modules/aws/README.md says how to build the
 // official binary), skipped unless the variable is set.
 func TestAWSDifferential(t *testing.T) {
-	official := os.Getenv("WASMCCM_AWS_CCM")
-	if official == "" {
-		t.Skip("WASMCCM_AWS_CCM (the official CCM binary) is not set")
-	}
-	results := map[string]map[string]string{}
-	for _, impl := range []string{"wasmccm", "official"} {
-		t.Run(impl, func(t *testing.T) { results[impl] = awsDiffRun(t, impl, official) })
-	}
-	t.Log("\n" + diffTable("wasmccm + aws module", results))
+	differential(t, "WASMCCM_AWS_CCM", "wasmccm + aws module", awsDiffRun)
 }
 
 // awsDiffRun plays the scenario under one implementation: two Nodes in two

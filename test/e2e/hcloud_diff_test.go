@@ -32,15 +32,23 @@ import (
 // modules/hcloud/README.md for how to build the official binary), skipped
 // unless the variable is set.
 func TestHcloudDifferential(t *testing.T) {
-	official := os.Getenv("WASMCCM_HCLOUD_CCM")
-	if official == "" {
-		t.Skip("WASMCCM_HCLOUD_CCM (the official CCM binary) is not set")
+	differential(t, "WASMCCM_HCLOUD_CCM", "wasmccm + hcloud module", diffRun)
+}
+
+// differential runs the scenario run under wasmccm ("wasmccm") and under
+// the official CCM binary named by the variable official ("official"),
+// and logs the two outcomes side by side; it is skipped when the variable
+// is not set.
+func differential(t *testing.T, official, ours string, run func(t *testing.T, impl, binary string) map[string]string) {
+	binary := os.Getenv(official)
+	if binary == "" {
+		t.Skip(official + " (the official CCM binary) is not set")
 	}
 	results := map[string]map[string]string{}
 	for _, impl := range []string{"wasmccm", "official"} {
-		t.Run(impl, func(t *testing.T) { results[impl] = diffRun(t, impl, official) })
+		t.Run(impl, func(t *testing.T) { results[impl] = run(t, impl, binary) })
 	}
-	t.Log("\n" + diffTable("wasmccm + hcloud module", results))
+	t.Log("\n" + diffTable(ours, results))
 }
 
 // diffTable prints the two runs' outcomes side by side as Markdown, one
