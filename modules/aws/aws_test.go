@@ -126,6 +126,28 @@ func TestInstanceMetadata(t *testing.T) {
 	}
 }
 
+// TestNewInstanceNotYetDescribed: right after launch EC2 may not describe
+// an instance yet. Looked up by its name (a new Node has no provider ID),
+// it is NotFound, an error, never gone; once described it is found.
+func TestNewInstanceNotYetDescribed(t *testing.T) {
+	e := newEnvWith(t, awsfake.DefaultSecretAccessKey, awsfake.Options{HideNewInstances: 2})
+	ctx := context.Background()
+	in, err := e.cloud.AddInstance(awsfake.Instance{Tags: clusterTags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := &abi.Node{Name: in.PrivateDNSName}
+	if exists, err := e.p.InstanceExists(ctx, node); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("hidden: InstanceExists = %v, %v; want a NotFound error", exists, err)
+	}
+	if _, err := e.p.InstanceMetadata(ctx, node); !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("hidden: InstanceMetadata: %v, want NotFound", err)
+	}
+	if exists, err := e.p.InstanceExists(ctx, node); err != nil || !exists {
+		t.Fatalf("described: InstanceExists = %v, %v", exists, err)
+	}
+}
+
 // TestPagedListings: every listing follows NextToken to the end, so
 // that an answer split in pages is read whole, and lookups, routes and
 // load balancers come out as from one page.
@@ -159,8 +181,9 @@ func TestPagedListings(t *testing.T) {
 	}
 }
 
-// TestInstanceStates: a terminated or unknown instance is gone, a stopped
-// one shut down, by provider ID and by name.
+// TestInstanceStates: a terminated instance or an ID the API does not
+// know is gone, a stopped one shut down, by provider ID and by name; a
+// name no instance has is NotFound (an error), as in the official CCM.
 func TestInstanceStates(t *testing.T) {
 	e := newEnv(t, awsfake.DefaultSecretAccessKey)
 	unknownID := &abi.Node{Name: "x", ProviderID: "aws:///us-east-1a/i-0123456789abcdef0"}
@@ -169,18 +192,27 @@ func TestInstanceStates(t *testing.T) {
 		name             string
 		node             *abi.Node
 		exists, shutdown bool
+		// notFound: the answer is a NotFound error, which the host never
+		// reads as gone.
+		notFound bool
 	}{
-		{"running by ID", e.byID("running"), true, false},
-		{"running by name", e.byName("running"), true, false},
-		{"stopped by ID", e.byID("stopped"), true, true},
-		{"stopped by name", e.byName("stopped"), true, true},
-		{"terminated by ID", e.byID("terminated"), false, false},
-		{"unknown ID", unknownID, false, false},
-		{"unknown name", unknownName, false, false},
+		{"running by ID", e.byID("running"), true, false, false},
+		{"running by name", e.byName("running"), true, false, false},
+		{"stopped by ID", e.byID("stopped"), true, true, false},
+		{"stopped by name", e.byName("stopped"), true, true, false},
+		{"terminated by ID", e.byID("terminated"), false, false, false},
+		{"unknown ID", unknownID, false, false, false},
+		{"unknown name", unknownName, false, false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			exists, err := e.p.InstanceExists(context.Background(), tt.node)
+			if tt.notFound {
+				if !errors.Is(err, sdk.ErrNotFound) {
+					t.Fatalf("InstanceExists = %v, %v; want a NotFound error", exists, err)
+				}
+				return
+			}
 			if err != nil || exists != tt.exists {
 				t.Fatalf("InstanceExists = %v, %v; want %v", exists, err, tt.exists)
 			}

@@ -82,9 +82,9 @@ func instanceID(providerID string) (string, error) {
 
 // nodeInstance finds the node's instance, by provider ID or else by its
 // name (the private DNS name). It returns nil, nil only when the API said
-// so: a not-found error, a complete listing without the instance, or the
+// so: InvalidInstanceID.NotFound for the provider ID's instance, or the
 // instance described as terminated (EC2 describes terminated instances
-// for about an hour).
+// for about an hour). A name no instance has is a NotFound error.
 func (p *Provider) nodeInstance(ctx context.Context, node *abi.Node) (*instance, error) {
 	in, err := p.findInstance(ctx, node)
 	if in != nil && in.State == "terminated" {
@@ -113,7 +113,13 @@ func (p *Provider) findInstance(ctx context.Context, node *abi.Node) (*instance,
 	if err != nil {
 		return nil, err
 	}
-	return pick(list, func(in *instance) bool { return in.PrivateDNSName == node.Name }), nil
+	if in := pick(list, func(in *instance) bool { return in.PrivateDNSName == node.Name }); in != nil {
+		return in, nil
+	}
+	// An empty listing is not the API saying the instance is gone (it may
+	// not be described yet, or the Node may be named otherwise): like the
+	// official CCM, an error, never "gone".
+	return nil, notFound("no instance tagged " + p.clusterTag + " has the private DNS name " + node.Name)
 }
 
 // pick returns the matching instance, preferring one not terminated:
