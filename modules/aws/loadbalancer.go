@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -426,10 +427,11 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 }
 
 // EnsureLoadBalancerDeleted removes the ELB, the Nodes' ingress from it
-// and the security groups made for it. A group the API still finds in use
-// (ELB releases its interfaces a little after the ELB is deleted) makes
-// the call fail with a retry delay: the next call, finding the ELB gone,
-// deletes the group by its name, so nothing is left behind.
+// and the security groups made for it, with every rule that lets them in
+// elsewhere. A group the API still finds in use (ELB releases its
+// interfaces a little after the ELB is deleted) makes the call fail with
+// a retry delay: the next call, finding the ELB gone, deletes the group by
+// its name, so nothing is left behind.
 func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *abi.Service) error {
 	if external(svc) {
 		return nil
@@ -444,11 +446,7 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 		keep[g] = true
 	}
 	var owned []string
-	if lb == nil {
-		if owned, err = p.groupsNamed(ctx, elbGroupName(name)); err != nil {
-			return err
-		}
-	} else {
+	if lb != nil {
 		tagged, err := p.describeGroups(ctx, "reading load balancer "+name+"'s security groups", anyOf("group-id", lb.SecurityGroups))
 		if err != nil {
 			return err
@@ -465,7 +463,22 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 			return err
 		}
 	}
+	// The group made for the ELB, found by its name: after an earlier call
+	// that deleted the ELB but not the group, or when annotated groups
+	// replaced it on the ELB.
+	named, err := p.groupsNamed(ctx, elbGroupName(name))
+	if err != nil {
+		return err
+	}
+	for _, id := range named {
+		if !keep[id] && !slices.Contains(owned, id) {
+			owned = append(owned, id)
+		}
+	}
 	for _, id := range owned {
+		if err := p.revokeReferences(ctx, id); err != nil {
+			return err
+		}
 		if err := p.deleteGroup(ctx, id); err != nil {
 			return err
 		}

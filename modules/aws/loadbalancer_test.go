@@ -374,3 +374,38 @@ func TestListLoadBalancers(t *testing.T) {
 		e.cloud.Faults.Remove(fault.Name)
 	}
 }
+
+// TestReplacedGroupDeletedWithTheService: when the security-groups
+// annotation replaces the ELB's own group, that group (and the Nodes'
+// rule for it) is deleted with the Service, not left behind.
+func TestReplacedGroupDeletedWithTheService(t *testing.T) {
+	e := newEnv(t, awsfake.DefaultSecretAccessKey)
+	ctx := context.Background()
+	svc := service(nil)
+	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	name := e.p.GetLoadBalancerName(ctx, cluster, svc)
+	own, nodes := e.group("k8s-elb-"+name), e.group("default")
+	svc.Annotations = map[string]string{annotationGroups: nodes.ID}
+	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	if lb := e.loadBalancer(t, name); !slices.Equal(lb.SecurityGroups, []string{nodes.ID}) {
+		t.Fatalf("the annotated group did not replace the own one: %v", lb.SecurityGroups)
+	}
+	if err := e.p.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	if e.group("k8s-elb-"+name) != nil {
+		t.Error("the replaced group was left behind")
+	}
+	for _, p := range e.group("default").Ingress {
+		if slices.Contains(p.GroupIDs, own.ID) {
+			t.Errorf("the Nodes' group still lets the deleted group in: %+v", p)
+		}
+	}
+	if e.group("default") == nil {
+		t.Error("the annotated group was deleted")
+	}
+}

@@ -264,6 +264,27 @@ func (p *Provider) syncInstanceGroups(ctx context.Context, lb *loadBalancer, ins
 	return nil
 }
 
+// revokeReferences revokes every rule of another group that lets group
+// in, so that group can be deleted.
+func (p *Provider) revokeReferences(ctx context.Context, group string) error {
+	referencing, err := p.describeGroups(ctx, "finding the rules that let "+group+" in", filters(url.Values{}, "ip-permission.group-id", group))
+	if err != nil {
+		return err
+	}
+	for _, g := range referencing {
+		var rules []rule
+		for _, r := range g.Ingress {
+			if r.Group == group && g.ID != group {
+				rules = append(rules, r)
+			}
+		}
+		if err := p.changeIngress(ctx, "RevokeSecurityGroupIngress", g.ID, rules); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // groupsNamed returns the cluster's groups of that name.
 func (p *Provider) groupsNamed(ctx context.Context, name string) ([]string, error) {
 	found, err := p.describeGroups(ctx, "finding security group "+name, filters(url.Values{}, "group-name", name, "tag-key", p.clusterTag))
