@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/url"
 	"slices"
 	"sort"
@@ -246,7 +247,7 @@ func sourceRanges(svc *abi.Service) ([]string, error) {
 	return out, nil
 }
 
-// validCIDR checks an IPv4 CIDR without net/netip's weight in TinyGo.
+// validCIDR checks an IPv4 CIDR: a dotted quad and a prefix length.
 func validCIDR(s string) bool {
 	addr, bits, ok := strings.Cut(s, "/")
 	if n, err := strconv.Atoi(bits); !ok || err != nil || n < 0 || n > 32 {
@@ -488,10 +489,12 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 
 // syncLoadBalancer creates the ELB or brings an existing one's subnets,
 // security groups, listeners, tags and attributes to the spec, and
-// returns it as the API then describes it.
+// returns it as the API describes it: described again only when the
+// description changed (tags and attributes are not part of it).
 func (p *Provider) syncLoadBalancer(ctx context.Context, lb *loadBalancer, spec *lbSpec, subnets, groups []string) (*loadBalancer, error) {
 	name := spec.name
 	what := "load balancer " + name
+	changed := lb == nil
 	if lb == nil {
 		params := url.Values{"LoadBalancerName": {name}}
 		if spec.internal {
@@ -511,6 +514,7 @@ func (p *Provider) syncLoadBalancer(ctx context.Context, lb *loadBalancer, spec 
 		}
 	} else {
 		add, remove := diff(subnets, lb.Subnets)
+		changed = len(add)+len(remove) > 0
 		if len(remove) > 0 {
 			if _, err := p.elb.result(ctx, "detaching "+what+" from subnets", "DetachLoadBalancerFromSubnets",
 				list(url.Values{"LoadBalancerName": {name}}, "Subnets.member", remove)); err != nil {
@@ -524,14 +528,17 @@ func (p *Provider) syncLoadBalancer(ctx context.Context, lb *loadBalancer, spec 
 			}
 		}
 		if add, remove := diff(groups, lb.SecurityGroups); len(add)+len(remove) > 0 {
+			changed = true
 			if _, err := p.elb.result(ctx, "applying security groups to "+what, "ApplySecurityGroupsToLoadBalancer",
 				list(url.Values{"LoadBalancerName": {name}}, "SecurityGroups.member", groups)); err != nil {
 				return nil, err
 			}
 		}
-		if err := p.syncListeners(ctx, lb, spec.listeners); err != nil {
+		listenersChanged, err := p.syncListeners(ctx, lb, spec.listeners)
+		if err != nil {
 			return nil, err
 		}
+		changed = changed || listenersChanged
 		if len(spec.tags) > 0 {
 			params := url.Values{"LoadBalancerNames.member.1": {name}}
 			setTags(params, "Tags.member", spec.tags)
@@ -543,9 +550,9 @@ func (p *Provider) syncLoadBalancer(ctx context.Context, lb *loadBalancer, spec 
 	if err := p.syncAttributes(ctx, name, spec); err != nil {
 		return nil, err
 	}
-	// Described again even when nothing changed: the listing above is from
-	// before the groups and rules were made, and the status needs the DNS
-	// name of a new ELB.
+	if !changed {
+		return lb, nil
+	}
 	lb, err := p.describeLoadBalancer(ctx, name)
 	if err == nil && lb == nil {
 		err = errors.New("aws: " + what + " is not described after it was made (eventual consistency); tried again later")
@@ -565,12 +572,7 @@ func setListeners(params url.Values, listeners []listener) {
 
 // setTags writes tags in key order, so that requests are reproducible.
 func setTags(params url.Values, prefix string, tags map[string]string) {
-	keys := make([]string, 0, len(tags))
-	for k := range tags {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
+	for i, k := range slices.Sorted(maps.Keys(tags)) {
 		n := prefix + "." + strconv.Itoa(i+1) + "."
 		params.Set(n+"Key", k)
 		params.Set(n+"Value", tags[k])
@@ -580,66 +582,50 @@ func setTags(params url.Values, prefix string, tags map[string]string) {
 // diff returns what want has that have lacks, and what have has that
 // want lacks, each sorted.
 func diff(want, have []string) (add, remove []string) {
-	in := func(list []string, s string) bool {
-		for _, x := range list {
-			if x == s {
-				return true
-			}
-		}
-		return false
-	}
-	for _, s := range want {
-		if !in(have, s) && !in(add, s) {
-			add = append(add, s)
+	for _, x := range want {
+		if !slices.Contains(have, x) && !slices.Contains(add, x) {
+			add = append(add, x)
 		}
 	}
-	for _, s := range have {
-		if !in(want, s) && !in(remove, s) {
-			remove = append(remove, s)
+	for _, x := range have {
+		if !slices.Contains(want, x) && !slices.Contains(remove, x) {
+			remove = append(remove, x)
 		}
 	}
-	sort.Strings(add)
-	sort.Strings(remove)
+	slices.Sort(add)
+	slices.Sort(remove)
 	return add, remove
 }
 
 // syncListeners deletes the listeners the spec does not have (by port)
-// and creates the ones the ELB lacks.
-func (p *Provider) syncListeners(ctx context.Context, lb *loadBalancer, want []listener) error {
+// and creates the ones the ELB lacks, and reports whether it did.
+func (p *Provider) syncListeners(ctx context.Context, lb *loadBalancer, want []listener) (changed bool, err error) {
 	var add []listener
 	var remove []string
 	for _, l := range lb.Listeners {
-		found := false
-		for _, w := range want {
-			found = found || w == l
-		}
-		if !found {
+		if !slices.Contains(want, l) {
 			remove = append(remove, strconv.Itoa(l.Port))
 		}
 	}
 	for _, w := range want {
-		found := false
-		for _, l := range lb.Listeners {
-			found = found || w == l
-		}
-		if !found {
+		if !slices.Contains(lb.Listeners, w) {
 			add = append(add, w)
 		}
 	}
 	if len(remove) > 0 {
 		if _, err := p.elb.result(ctx, "deleting listeners of load balancer "+lb.Name, "DeleteLoadBalancerListeners",
 			list(url.Values{"LoadBalancerName": {lb.Name}}, "LoadBalancerPorts.member", remove)); err != nil {
-			return err
+			return false, err
 		}
 	}
 	if len(add) > 0 {
 		params := url.Values{"LoadBalancerName": {lb.Name}}
 		setListeners(params, add)
 		if _, err := p.elb.result(ctx, "creating listeners of load balancer "+lb.Name, "CreateLoadBalancerListeners", params); err != nil {
-			return err
+			return false, err
 		}
 	}
-	return nil
+	return len(add)+len(remove) > 0, nil
 }
 
 // syncAttributes sets the attributes the official CCM sets when they

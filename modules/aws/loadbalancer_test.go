@@ -37,6 +37,16 @@ func (e *env) loadBalancer(t *testing.T, name string) *awsfake.LoadBalancer {
 	return nil
 }
 
+// ensure makes the Service's load balancer for the env's Nodes and
+// returns its name.
+func (e *env) ensure(t *testing.T, svc *abi.Service) string {
+	t.Helper()
+	if _, err := e.p.EnsureLoadBalancer(context.Background(), cluster, svc, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	return e.p.GetLoadBalancerName(context.Background(), cluster, svc)
+}
+
 func (e *env) group(name string) *awsfake.SecurityGroup {
 	for _, sg := range e.cloud.SecurityGroups() {
 		if sg.Name == name {
@@ -141,8 +151,12 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
 		t.Fatal(err)
 	}
-	if w := writes(delta(before, e.cloud.Requests())); len(w) != 0 {
+	asked := delta(before, e.cloud.Requests())
+	if w := writes(asked); len(w) != 0 {
 		t.Errorf("a second EnsureLoadBalancer wrote %v", w)
+	}
+	if n := asked["elasticloadbalancing:DescribeLoadBalancers"]; n != 1 {
+		t.Errorf("a second EnsureLoadBalancer described the ELB %d times; nothing changed, so once", n)
 	}
 
 	// A Node leaves: its instance is deregistered.
@@ -293,10 +307,7 @@ func TestLoadBalancerGroupInUse(t *testing.T) {
 	e := newEnv(t, awsfake.DefaultSecretAccessKey)
 	ctx := context.Background()
 	svc := service(nil)
-	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
-		t.Fatal(err)
-	}
-	name := e.p.GetLoadBalancerName(ctx, cluster, svc)
+	name := e.ensure(t, svc)
 	own := e.group("k8s-elb-" + name)
 	// An instance in the group holds it, as ELB's interfaces do for a
 	// while after the ELB is deleted.
@@ -382,10 +393,7 @@ func TestReplacedGroupDeletedWithTheService(t *testing.T) {
 	e := newEnv(t, awsfake.DefaultSecretAccessKey)
 	ctx := context.Background()
 	svc := service(nil)
-	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {
-		t.Fatal(err)
-	}
-	name := e.p.GetLoadBalancerName(ctx, cluster, svc)
+	name := e.ensure(t, svc)
 	own, nodes := e.group("k8s-elb-"+name), e.group("default")
 	svc.Annotations = map[string]string{annotationGroups: nodes.ID}
 	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, svc, e.nodes()); err != nil {

@@ -3,8 +3,9 @@ package aws
 import (
 	"context"
 	"errors"
+	"maps"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"time"
 
@@ -145,12 +146,12 @@ func (p *Provider) ensureGroup(ctx context.Context, vpc string, spec *lbSpec) (*
 func (p *Provider) setIngress(ctx context.Context, sg *securityGroup, want []rule) error {
 	var add, remove []rule
 	for _, r := range want {
-		if !hasRule(sg.Ingress, r) && !hasRule(add, r) {
+		if !slices.Contains(sg.Ingress, r) && !slices.Contains(add, r) {
 			add = append(add, r)
 		}
 	}
 	for _, r := range sg.Ingress {
-		if !hasRule(want, r) {
+		if !slices.Contains(want, r) {
 			remove = append(remove, r)
 		}
 	}
@@ -158,15 +159,6 @@ func (p *Provider) setIngress(ctx context.Context, sg *securityGroup, want []rul
 		return err
 	}
 	return p.changeIngress(ctx, "RevokeSecurityGroupIngress", sg.ID, remove)
-}
-
-func hasRule(list []rule, r rule) bool {
-	for _, x := range list {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 // changeIngress authorizes or revokes rules on a group. A rule already
@@ -256,7 +248,7 @@ func (p *Provider) syncInstanceGroups(ctx context.Context, lb *loadBalancer, ins
 			}
 		}
 	}
-	for _, g := range sortedKeys(want) {
+	for _, g := range slices.Sorted(maps.Keys(want)) {
 		if err := p.changeIngress(ctx, "AuthorizeSecurityGroupIngress", g, []rule{letIn}); err != nil {
 			return err
 		}
@@ -307,13 +299,4 @@ func (p *Provider) deleteGroup(ctx context.Context, id string) error {
 		return sdk.RetryAfter(dependencyDelay, err.Error()+" (still in use; deleted when released)")
 	}
 	return err
-}
-
-func sortedKeys(m map[string]bool) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
