@@ -269,9 +269,28 @@ func decodeList[T any, P interface {
 	if n == 0 {
 		return nil
 	}
+	// Count assumed one byte per element; a struct of several fields takes
+	// several, and many times more once decoded, so the count is checked
+	// against the element's own least size before anything is allocated.
+	if n > len(d.buf)/minEncodedSize[T, P]() {
+		d.fail()
+		return nil
+	}
 	list := make([]T, n)
 	for i := range list {
 		P(&list[i]).Decode(d)
 	}
 	return list
+}
+
+// minEncodedSize is the fewest bytes an element of type T can take: its
+// zero value's encoding, since every field encodes shortest when empty.
+func minEncodedSize[T any, P interface {
+	*T
+	Message
+}]() int {
+	var zero T
+	var e Encoder
+	P(&zero).Encode(&e)
+	return len(e.buf)
 }

@@ -1,0 +1,41 @@
+package abi
+
+import (
+	"runtime"
+	"testing"
+)
+
+// TestListCountBoundedByElementSize: a list whose count the input could
+// only back at one byte per element is refused before its slice is
+// allocated, for every list type a host decodes from a guest.
+func TestListCountBoundedByElementSize(t *testing.T) {
+	const size = 4 << 20
+	cases := []struct {
+		name string
+		msg  Message
+		// before is what precedes the list: an HTTPRequest's empty
+		// method and URL.
+		before []byte
+	}{
+		{"OwnedLoadBalancers", new(OwnedLoadBalancers), nil},
+		{"Routes", new(Routes), nil},
+		{"NodeAddresses", new(NodeAddresses), nil},
+		{"HTTPRequest headers", new(HTTPRequest), []byte{0, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			msg := append(tc.before, 0xff, 0xff, 0xff, 0x01) // a count of 4 Mi - 1
+			msg = append(msg, make([]byte, size)...)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := Unmarshal(msg, tc.msg)
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				t.Fatal("a list count the input cannot back was accepted")
+			}
+			if grown := after.TotalAlloc - before.TotalAlloc; grown > size {
+				t.Fatalf("decoding a %d-byte message allocated %d bytes", len(msg), grown)
+			}
+		})
+	}
+}
