@@ -62,8 +62,9 @@ type Config struct {
 
 	// SharedStateBytes bounds the module's shared state (the state_get
 	// and state_set imports), keys, values and a fixed per-entry overhead
-	// counted; least recently used entries are evicted beyond it, and one
-	// entry may take a quarter of it. Default 8 MiB: a snapshot of 5,000
+	// counted, and the claims in progress with them; least recently used
+	// entries are evicted beyond it, one entry may take a quarter of it,
+	// and so may all claims together. Default 8 MiB: a snapshot of 5,000
 	// cloud servers as the hcloud module keeps it takes about 2 MiB.
 	SharedStateBytes int
 

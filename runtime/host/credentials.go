@@ -14,8 +14,12 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 )
 
-// maxCredentialBytes bounds one credential value.
-const maxCredentialBytes = 64 << 10
+// maxCredentialBytes bounds one credential value, maxCredentialNameBytes
+// its name, as Kubernetes bounds a Secret key.
+const (
+	maxCredentialBytes     = 64 << 10
+	maxCredentialNameBytes = 253
+)
 
 // credentialStore serves the module's secrets from a Secret volume: to the
 // host, which applies them to requests (auth.go), and raw to the module
@@ -62,7 +66,7 @@ func newCredentialStore(module string, cfg CredentialsConfig) (*credentialStore,
 // ValidCredentialName accepts what a Secret key may be, minus anything that
 // could leave the directory or reach the kubelet's dot-files.
 func ValidCredentialName(name string) error {
-	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) || len(name) > 253 {
+	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) || len(name) > maxCredentialNameBytes {
 		return fmt.Errorf("credential name %q is not a plain Secret key", name)
 	}
 	return nil

@@ -59,7 +59,9 @@ func caller(ctx context.Context) (*instance, *Module) {
 }
 
 // read returns guest memory [ptr, ptr+size) or aborts the call: a guest
-// that points outside its memory is broken or hostile either way.
+// that points outside its memory is broken or hostile either way. What it
+// returns is a view of guest memory, not a copy: a host function bounds a
+// size the guest gave before it copies what read returns.
 func (i *instance) read(ptr, size uint32, what string) []byte {
 	b, ok := i.mem.Read(ptr, size)
 	if !ok {
@@ -73,10 +75,13 @@ func (i *instance) abort(msg string) {
 	panic(i.violation)
 }
 
-// setPending stores a host function's result for take_result and returns
-// its size.
+// setPending keeps a host function's result for take_result and returns
+// its size. It keeps b itself, which no one modifies afterwards (a state
+// value, a credential, a response encoded for this call), rather than a
+// copy in a buffer that would keep the largest result's size for as long
+// as the instance lives.
 func (i *instance) setPending(b []byte) uint64 {
-	i.pending = append(i.pending[:0], b...)
+	i.pending = b
 	i.hasPending = true
 	return uint64(uint32(int32(len(i.pending))))
 }
@@ -99,8 +104,13 @@ func hostHTTPDo(ctx context.Context, mod api.Module, stack []uint64) {
 
 func hostCredential(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)
-	name := string(inst.read(uint32(stack[0]), uint32(stack[1]), abi.ImportCredential))
-	value, e := m.creds.get(name)
+	ptr, size := uint32(stack[0]), uint32(stack[1])
+	if size > maxCredentialNameBytes {
+		// No readable credential has so long a name.
+		stack[0] = errno(abi.ErrnoNotGranted)
+		return
+	}
+	value, e := m.creds.get(string(inst.read(ptr, size, abi.ImportCredential)))
 	if e != 0 {
 		stack[0] = errno(e)
 		return
@@ -134,7 +144,7 @@ func hostTakeResult(ctx context.Context, mod api.Module, stack []uint64) {
 	if !inst.mem.Write(ptr, inst.pending) {
 		inst.abort(fmt.Sprintf("%s: %d bytes at %#x are outside guest memory", abi.ImportTakeResult, size, ptr))
 	}
-	inst.hasPending = false
+	inst.pending, inst.hasPending = nil, false
 	stack[0] = uint64(size)
 }
 

@@ -24,17 +24,25 @@ import (
 // for that value instead of asking the cloud the same question. A claim
 // ends when its holder stores the key or its call ends (a trap, a timeout,
 // or a call that gave up), so a broken holder blocks the others for at
-// most its own call.
+// most its own call. Claims are held in the host too, so they count
+// against the budget like entries, and together they may take no more
+// than one entry may: a module that claims key after key evicts its own
+// entries, then is refused claims, and never grows the host.
 type sharedState struct {
 	module string
-	// budget bounds the bytes held, maxEntry one entry.
+	// budget bounds the bytes held, entries and claims; maxEntry bounds
+	// one entry, and all claims together.
 	budget, maxEntry int
 
 	mu      sync.Mutex
 	entries map[string]*list.Element // of *stateEntry
 	lru     list.List                // most recently used at the front
-	bytes   int
+	bytes   int                      // held by entries
 	claims  map[string]*stateClaim
+	claimed int // bytes held by claims
+	// The most entries and claims each map held since it was made; see
+	// compacted.
+	entriesPeak, claimsPeak int
 }
 
 type stateEntry struct {
@@ -49,21 +57,35 @@ type stateClaim struct {
 }
 
 // stateEntryOverhead is what an entry costs besides its key and value: the
-// map slot, the list element and the entry itself, rounded up.
-const stateEntryOverhead = 128
+// map slot, the list element, the entry itself and the rounding up of its
+// key and value to the allocator's sizes, with the map just grown.
+// stateClaimOverhead is the same for a claim: the map slot, the claim, its
+// channel and the holder's record of it.
+const (
+	stateEntryOverhead = 192
+	stateClaimOverhead = 256
+)
 
 func newSharedState(module string, budget int) *sharedState {
 	return &sharedState{module: module, budget: budget, maxEntry: budget / 4,
 		entries: map[string]*list.Element{}, claims: map[string]*stateClaim{}}
 }
 
-func (e *stateEntry) size() int { return len(e.key) + len(e.value) + stateEntryOverhead }
+func (e *stateEntry) size() int { return entrySize(e.key, len(e.value)) }
+
+func entrySize(key string, valueLen int) int { return len(key) + valueLen + stateEntryOverhead }
+
+func claimSize(key string) int { return len(key) + stateClaimOverhead }
+
+// held is what the budget bounds.
+func (s *sharedState) held() int { return s.bytes + s.claimed }
 
 // get returns the value under key if it was written at most maxAge ago
 // (any age when maxAge is negative). Without one, and with claim, inst
 // either takes the key's claim (and is told NotFound: it fills the key) or
-// waits for the instance that holds it, then looks again. The value
-// returned is never modified afterwards: set replaces it.
+// waits for the instance that holds it, then looks again; when the claims
+// already take their share of the budget, it is told NotFound without a
+// claim. The value returned is never modified afterwards: set replaces it.
 func (s *sharedState) get(ctx context.Context, inst *instance, key string, maxAge time.Duration, claim bool) ([]byte, abi.Errno) {
 	waited := false
 	for {
@@ -84,12 +106,12 @@ func (s *sharedState) get(ctx context.Context, inst *instance, key string, maxAg
 		}
 		c, held := s.claims[key]
 		if !held || c.holder == inst {
-			if !held {
-				s.claims[key] = &stateClaim{holder: inst, done: make(chan struct{})}
-				inst.claims = append(inst.claims, key)
+			result := "claimed"
+			if !held && !s.claimLocked(inst, key) {
+				result = "claim_refused"
 			}
 			s.mu.Unlock()
-			stateLookups.WithLabelValues(s.module, lookupResult(waited, "claimed")).Inc()
+			stateLookups.WithLabelValues(s.module, lookupResult(waited, result)).Inc()
 			return nil, abi.ErrnoNotFound
 		}
 		s.mu.Unlock()
@@ -114,43 +136,75 @@ func lookupResult(waited bool, result string) string {
 	return result
 }
 
+// claimLocked gives inst the claim on key, evicting the least recently
+// used entries to make room for it; false when the claims would take more
+// than their share.
+func (s *sharedState) claimLocked(inst *instance, key string) bool {
+	if s.claimed+claimSize(key) > s.maxEntry {
+		return false
+	}
+	before := s.held()
+	s.claims[key] = &stateClaim{holder: inst, done: make(chan struct{})}
+	s.claimsPeak = max(s.claimsPeak, len(s.claims))
+	s.claimed += claimSize(key)
+	inst.claims = append(inst.claims, key)
+	s.evictLocked()
+	s.accountLocked(before)
+	return true
+}
+
+// endClaimLocked wakes the claim's waiters and gives its bytes back.
+func (s *sharedState) endClaimLocked(key string, c *stateClaim) {
+	close(c.done)
+	delete(s.claims, key)
+	s.claims = compacted(s.claims, &s.claimsPeak)
+	s.claimed -= claimSize(key)
+}
+
 // set stores a copy of value under key, evicting the least recently used
 // entries beyond the budget, and ends any claim on key: its waiters find
-// the value.
+// the value. The size is checked before the copy, so a value too large
+// costs the host nothing.
 func (s *sharedState) set(key string, value []byte) abi.Errno {
-	e := &stateEntry{key: key, value: append([]byte(nil), value...), written: time.Now()}
-	if e.size() > s.maxEntry {
+	if entrySize(key, len(value)) > s.maxEntry {
 		return abi.ErrnoTooLarge
 	}
+	e := &stateEntry{key: key, value: append([]byte(nil), value...), written: time.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before := s.bytes
+	before := s.held()
+	if c, ok := s.claims[key]; ok {
+		s.endClaimLocked(key, c)
+	}
 	if el, ok := s.entries[key]; ok {
 		s.bytes -= el.Value.(*stateEntry).size()
 		el.Value = e
 		s.lru.MoveToFront(el)
 	} else {
 		s.entries[key] = s.lru.PushFront(e)
+		s.entriesPeak = max(s.entriesPeak, len(s.entries))
 	}
 	s.bytes += e.size()
-	for s.bytes > s.budget {
-		oldest := s.lru.Back()
-		s.removeLocked(oldest)
-		stateEvictions.WithLabelValues(s.module).Inc()
-	}
-	if c, ok := s.claims[key]; ok {
-		close(c.done)
-		delete(s.claims, key)
-	}
+	s.evictLocked()
 	s.accountLocked(before)
 	return 0
+}
+
+// evictLocked removes the least recently used entries until what is held
+// fits the budget. Claims and one entry take at most half of it, so the
+// entry just stored is never among those removed.
+func (s *sharedState) evictLocked() {
+	for s.held() > s.budget {
+		s.removeLocked(s.lru.Back())
+		stateEvictions.WithLabelValues(s.module).Inc()
+	}
 }
 
 func (s *sharedState) delete(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if el, ok := s.entries[key]; ok {
-		before := s.bytes
+		before := s.held()
 		s.removeLocked(el)
 		s.accountLocked(before)
 	}
@@ -160,30 +214,51 @@ func (s *sharedState) delete(key string) {
 // gauge adds rather than sets because the module in service and a shadow
 // of its successor can share a name while each holds its own state.
 func (s *sharedState) accountLocked(before int) {
-	stateBytes.WithLabelValues(s.module).Add(float64(s.bytes - before))
+	stateBytes.WithLabelValues(s.module).Add(float64(s.held() - before))
 }
 
 func (s *sharedState) removeLocked(el *list.Element) {
 	e := s.lru.Remove(el).(*stateEntry)
 	delete(s.entries, e.key)
+	s.entries = compacted(s.entries, &s.entriesPeak)
 	s.bytes -= e.size()
 }
 
+// compacted returns m, or a copy of it once it holds under a quarter of
+// its peak. A Go map keeps the slots of the most entries it ever held, so
+// a module could otherwise store many small entries, then replace them
+// with a few large ones, and leave the host holding slots no budget
+// counts. Copying at a quarter costs at most one copy per three removals.
+func compacted[V any](m map[string]V, peak *int) map[string]V {
+	if len(m) >= *peak/4 {
+		return m
+	}
+	fresh := make(map[string]V, len(m))
+	for k, v := range m {
+		fresh[k] = v
+	}
+	*peak = len(m)
+	return fresh
+}
+
 // releaseClaims ends the claims inst still holds when its call ends, so
-// that a waiter takes over the fill.
+// that a waiter takes over the fill. The list goes too, rather than
+// keeping its capacity for the instance's next call: a call that claimed
+// many keys would otherwise hold memory the budget no longer counts.
 func (s *sharedState) releaseClaims(inst *instance) {
 	if len(inst.claims) == 0 {
 		return
 	}
 	s.mu.Lock()
+	before := s.held()
 	for _, key := range inst.claims {
 		if c, ok := s.claims[key]; ok && c.holder == inst {
-			close(c.done)
-			delete(s.claims, key)
+			s.endClaimLocked(key, c)
 		}
 	}
+	s.accountLocked(before)
 	s.mu.Unlock()
-	inst.claims = inst.claims[:0]
+	inst.claims = nil
 }
 
 // clear drops every entry, when the module closes: the memory is the
@@ -191,8 +266,8 @@ func (s *sharedState) releaseClaims(inst *instance) {
 func (s *sharedState) clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	before := s.bytes
-	s.entries, s.bytes = map[string]*list.Element{}, 0
+	before := s.held()
+	s.entries, s.bytes, s.entriesPeak = map[string]*list.Element{}, 0, 0
 	s.lru.Init()
 	s.accountLocked(before)
 }
