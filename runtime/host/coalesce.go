@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"net/http"
 	"strings"
 	"sync"
@@ -82,23 +83,25 @@ func isRead(method string) bool {
 }
 
 // coalesceKey identifies a read by everything the cloud sees of it except
-// the timeout; ok is false for requests that must not be joined.
+// the timeout; ok is false for requests that must not be joined. Every
+// field is prefixed with its length: with separators, a value holding the
+// separator could pass for several fields, and a crafted request would
+// join, or be joined by, a different one.
 func coalesceKey(req *abi.HTTPRequest) (key string, ok bool) {
 	if !isRead(req.Method) || len(req.Body) > 0 {
 		return "", false
 	}
-	var b strings.Builder
-	b.WriteString(req.Method)
-	b.WriteByte(0)
-	b.WriteString(req.URL)
+	b := appendField(nil, req.Method)
+	b = appendField(b, req.URL)
 	for _, h := range req.Headers {
 		if strings.EqualFold(h.Name, "Cache-Control") && (strings.Contains(h.Value, "no-cache") || strings.Contains(h.Value, "no-store")) {
 			return "", false
 		}
-		b.WriteByte(0)
-		b.WriteString(h.Name)
-		b.WriteByte(0)
-		b.WriteString(h.Value)
+		b = appendField(appendField(b, h.Name), h.Value)
 	}
-	return b.String(), true
+	return string(b), true
+}
+
+func appendField(b []byte, s string) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
