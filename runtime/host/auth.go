@@ -372,64 +372,87 @@ func (e *AuthError) Unwrap() error { return e.Err }
 // apply returns req authenticated as its reserved headers ask, with those
 // headers removed; req itself is not changed.
 func (a *authenticator) apply(req *http.Request) (*http.Request, error) {
-	reserved := false
-	for name := range req.Header {
-		if hasReservedPrefix(name) {
-			reserved = true
-			break
-		}
+	g, err := a.authorize(req.Header, req.URL)
+	if err != nil {
+		return nil, err
 	}
-	if !reserved {
+	if !g.reserved {
 		return req, nil
 	}
 	out := req.Clone(req.Context())
-	var name, service, region string
-	for key, values := range out.Header {
+	for key := range out.Header {
+		if hasReservedPrefix(key) {
+			delete(out.Header, key)
+		}
+	}
+	if g.cred == nil {
+		return out, nil
+	}
+	if err := a.authenticate(out, g.cred, g.service, g.region); err != nil {
+		err = &AuthError{Credential: g.cred.Name, Err: err}
+		a.failed(g.cred.Name, err)
+		return nil, err
+	}
+	return out, nil
+}
+
+// grant is what a request's reserved headers ask of the host.
+type grant struct {
+	// reserved says the request has reserved headers, to be removed.
+	reserved bool
+	// cred is the credential named, nil when none is.
+	cred            *boundCredential
+	service, region string
+}
+
+// authorize checks what the reserved headers of a request to u ask against
+// the credentials granted, without reading any secret: the host calls it
+// before a request spends the rate budget, and apply at every hop.
+func (a *authenticator) authorize(h http.Header, u *url.URL) (grant, error) {
+	var g grant
+	var name string
+	for key, values := range h {
 		if !hasReservedPrefix(key) {
 			continue
 		}
-		delete(out.Header, key)
+		g.reserved = true
 		value := strings.Join(values, ",")
 		switch http.CanonicalHeaderKey(key) {
 		case abi.HeaderCredential:
 			name = value
 		case abi.HeaderSigV4Service:
-			service = value
+			g.service = value
 		case abi.HeaderSigV4Region:
-			region = value
+			g.region = value
 		default:
-			return nil, &deniedError{fmt.Sprintf("header %s is reserved for the host and unknown to it", key)}
+			return grant{}, &deniedError{fmt.Sprintf("header %s is reserved for the host and unknown to it", key)}
 		}
 	}
 	if name == "" {
-		if service != "" || region != "" {
-			return nil, &deniedError{fmt.Sprintf("%s and %s need %s", abi.HeaderSigV4Service, abi.HeaderSigV4Region, abi.HeaderCredential)}
+		if g.service != "" || g.region != "" {
+			return grant{}, &deniedError{fmt.Sprintf("%s and %s need %s", abi.HeaderSigV4Service, abi.HeaderSigV4Region, abi.HeaderCredential)}
 		}
-		return out, nil
+		return g, nil
 	}
 	cred := a.creds[name]
 	if cred == nil {
-		return nil, &deniedError{fmt.Sprintf("credential %q is not in credentials.auth", name)}
+		return grant{}, &deniedError{fmt.Sprintf("credential %q is not in credentials.auth", name)}
 	}
-	o, err := parseOrigin(out.URL)
+	o, err := parseOrigin(u)
 	if err != nil {
-		return nil, &deniedError{fmt.Sprintf("destination %q: %v", out.URL.Redacted(), err)}
+		return grant{}, &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
 	}
 	if !cred.origins[o] {
-		return nil, &deniedError{fmt.Sprintf("credential %q is not bound to origin %s", name, o)}
+		return grant{}, &deniedError{fmt.Sprintf("credential %q is not bound to origin %s", name, o)}
 	}
-	if cred.SigV4 == nil && (service != "" || region != "") {
-		return nil, &deniedError{fmt.Sprintf("credential %q is not a sigv4 credential", name)}
+	if cred.SigV4 == nil && (g.service != "" || g.region != "") {
+		return grant{}, &deniedError{fmt.Sprintf("credential %q is not a sigv4 credential", name)}
 	}
-	if out.Header.Get("Authorization") != "" || cred.Header != nil && out.Header.Get(cred.Header.Name) != "" {
-		return nil, &deniedError{fmt.Sprintf("a request that names credential %q may not set the header it sets", name)}
+	if h.Get("Authorization") != "" || cred.Header != nil && h.Get(cred.Header.Name) != "" {
+		return grant{}, &deniedError{fmt.Sprintf("a request that names credential %q may not set the header it sets", name)}
 	}
-	if err := a.authenticate(out, cred, service, region); err != nil {
-		err = &AuthError{Credential: name, Err: err}
-		a.failed(name, err)
-		return nil, err
-	}
-	return out, nil
+	g.cred = cred
+	return g, nil
 }
 
 func hasReservedPrefix(header string) bool {

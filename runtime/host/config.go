@@ -104,6 +104,10 @@ type HTTPConfig struct {
 	// per project, whichever module generation spends it. nil limits
 	// nothing.
 	Budget *RateBudget
+	// Shadow starts the module as a candidate in shadow: its requests get
+	// only the Budget's spare room and never delay the module in service's,
+	// its init's included, until Module.SetShadow(false) promotes it.
+	Shadow bool
 
 	// auth applies the module's credentials between the allowlist and
 	// Wrap; New sets it from Config.Credentials.

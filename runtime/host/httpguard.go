@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -152,6 +152,9 @@ type httpClient struct {
 	allowed allowlist
 	client  *http.Client
 	flights flights
+	// shadow makes the module's requests yield the rate budget to the
+	// module in service (RateBudget).
+	shadow atomic.Bool
 }
 
 func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
@@ -181,6 +184,7 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 		rt = &authTransport{auth: cfg.auth, next: rt}
 	}
 	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
+	h.shadow.Store(cfg.Shadow)
 	h.client = &http.Client{
 		Transport: rt,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -241,29 +245,27 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 		return &abi.HTTPResponse{Error: err.Error()}, hostLabelDenied, "denied"
 	}
 	hostLabel = dest.String()
+	hreq, err := h.newRequest(ctx, req, u)
+	if err != nil {
+		var denied *deniedError
+		if errors.As(err, &denied) {
+			return &abi.HTTPResponse{Error: denied.Error()}, hostLabel, "denied"
+		}
+		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "invalid"
+	}
 	timeout := h.cfg.Timeout
 	if req.TimeoutMillis > 0 {
 		timeout = min(timeout, time.Duration(req.TimeoutMillis)*time.Millisecond)
 	}
-	// The wait for the rate budget is bounded by the call's deadline, not
-	// by the request's timeout, which starts when the request is sent.
-	if refused, code := h.cfg.Budget.wait(ctx, hostLabel, timeout); refused != nil {
+	// Only a request the host will send waits for the rate budget, and the
+	// wait is bounded by the call's deadline, not by the request's
+	// timeout, which starts when the request is sent.
+	if refused, code := h.cfg.Budget.wait(ctx, hostLabel, timeout, h.shadow.Load()); refused != nil {
 		return refused, hostLabel, code
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	method := req.Method
-	if method == "" {
-		method = http.MethodGet
-	}
-	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
-	if err != nil {
-		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "invalid"
-	}
-	for _, hd := range req.Headers {
-		hreq.Header.Add(hd.Name, hd.Value)
-	}
-	hresp, err := h.client.Do(hreq)
+	hresp, err := h.client.Do(hreq.WithContext(ctx))
 	if err != nil {
 		var denied *deniedError
 		if errors.As(err, &denied) {

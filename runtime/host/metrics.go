@@ -81,7 +81,7 @@ var (
 	}, []string{"origin"})
 	httpThrottled = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "host", Name: "http_throttled_total",
-		Help:           "Requests to an origin of http.rateLimits throttled: by host, answered 429 by the host because the budget had no room before the call's deadline; by cloud, answered 429 by the cloud.",
+		Help:           "Requests to an origin of http.rateLimits throttled: by host, answered 429 by the host because the budget had no room before the call's deadline; by cloud, answered 429 by the cloud; by shadow, requests of a module in shadow answered 429 by the host for want of spare room.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"origin", "by"})
 )

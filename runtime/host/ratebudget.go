@@ -52,6 +52,12 @@ const (
 	ThrottledByCloud = "cloud"
 )
 
+// throttledShadow is the by label of a shadow's requests the host answered
+// 429 for want of spare room. They are not reported as a Throttle: the
+// module in service is not held back, and a report would hold back the
+// next one that is.
+const throttledShadow = "shadow"
+
 // HeaderThrottled marks the 429 the host answers itself, so that a module
 // or an operator reading a trace can tell it from the cloud's.
 const HeaderThrottled = "Wasmccm-Throttled"
@@ -80,6 +86,15 @@ const maxCloudDelay = time.Hour
 // rollout, the one after a hot reload) is handed the same one, because the
 // cloud counts requests per project, not per module. A nil *RateBudget
 // limits nothing, and an origin it does not list costs one map lookup.
+//
+// A module in shadow (HTTPConfig.Shadow, Module.SetShadow), the candidate
+// of a rollout, gets only spare room and never delays the module in
+// service: its request goes only if a token is free at once and at least
+// half the burst (at least one request) stays free after it, and never
+// while the cloud's headers say the quota is low; otherwise it is answered
+// the host's 429 at once, without reserving a later token. With a burst of
+// 1 a shadow's requests are never sent: every token would be the one the
+// module in service needs next.
 //
 // Each limited origin has a token bucket at the configured rate and
 // burst. A request that would have to wait for a token past its call's
@@ -163,6 +178,9 @@ type bucket struct {
 	interval time.Duration
 	// tau is how far ahead of now tat may run: burst − 1 intervals.
 	tau time.Duration
+	// shadowReserve is the part of the burst a shadow's request must leave
+	// free (RateBudget).
+	shadowReserve time.Duration
 
 	mu  sync.Mutex
 	tat time.Time
@@ -200,13 +218,16 @@ func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
 		return nil, fmt.Errorf("%s: burst %d is outside 0..%d", o, l.Burst, maxBurst)
 	}
 	burst := max(l.Burst, 1)
-	return &bucket{label: o.String(), interval: interval, tau: time.Duration(burst-1) * interval}, nil
+	return &bucket{label: o.String(), interval: interval, tau: time.Duration(burst-1) * interval,
+		shadowReserve: time.Duration(max(1, burst/2)) * interval}, nil
 }
 
 // reserve schedules a request arriving at now and returns when it may go.
 // One that could go only after latest (zero: no limit) is not scheduled,
-// ok false, and takes no token; one that needs no wait always goes.
-func (b *bucket) reserve(now, latest time.Time) (at time.Time, ok bool) {
+// ok false, and takes no token; one that needs no wait always goes. A
+// shadow's request goes at once or not at all, and only with spare room
+// (RateBudget).
+func (b *bucket) reserve(now, latest time.Time, shadow bool) (at time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	at = later(later(now, b.tat.Add(-b.tau)), b.pausedUntil)
@@ -214,8 +235,17 @@ func (b *bucket) reserve(now, latest time.Time) (at time.Time, ok bool) {
 	// burst may be fuller than the cloud's quota (other clients spend it
 	// too, or our own count drifted from the cloud's), and while the
 	// cloud says the quota is low, a burst is what drives it to 429.
-	if b.pace > 0 && now.Before(b.paceUntil) {
+	paced := b.pace > 0 && now.Before(b.paceUntil)
+	if paced {
 		at = later(at, b.last.Add(b.pace))
+	}
+	if shadow {
+		// A bucket is never fuller than the burst, however long ago tat.
+		at = later(at, later(b.tat, now).Add(b.shadowReserve-b.tau))
+		if paced {
+			at = later(at, b.paceUntil)
+		}
+		latest = now
 	}
 	if at.After(now) && !latest.IsZero() && at.After(latest) {
 		return at, false
@@ -313,9 +343,10 @@ func later(a, b time.Time) time.Time {
 // the budget lets it go, and answers nil then. Otherwise it answers what
 // the module gets instead, with the request's code label: a 429
 // ("throttled") when the wait would end later than ctx's deadline less a
-// margin (the smaller of maxWaitMargin and the request's timeout), an
-// error ("timeout") when ctx ends during the wait.
-func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration) (*abi.HTTPResponse, string) {
+// margin (the smaller of maxWaitMargin and the request's timeout), or
+// for a shadow's request when there is no spare room now; an error
+// ("timeout") when ctx ends during the wait.
+func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration, shadow bool) (*abi.HTTPResponse, string) {
 	if r == nil {
 		return nil, ""
 	}
@@ -328,12 +359,16 @@ func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration) 
 	if deadline, ok := ctx.Deadline(); ok {
 		latest = deadline.Add(-min(maxWaitMargin, timeout))
 	}
-	at, ok := b.reserve(now, latest)
+	at, ok := b.reserve(now, latest, shadow)
 	delay := at.Sub(now)
-	if !ok {
+	switch {
+	case !ok && shadow:
+		httpThrottled.WithLabelValues(b.label, throttledShadow).Inc()
+		return throttledResponse(b.label, delay, "has no room to spare for a module in shadow, which never delays the module in service"), "throttled"
+	case !ok:
 		httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
 		r.report(b, now, ThrottledByHost, delay)
-		return throttledResponse(b.label, delay), "throttled"
+		return throttledResponse(b.label, delay, "has no room before this call's deadline"), "throttled"
 	}
 	httpRateWait.WithLabelValues(b.label).Observe(delay.Seconds())
 	if delay <= 0 {
@@ -372,10 +407,11 @@ func (r *RateBudget) report(b *bucket, now time.Time, by string, after time.Dura
 	}
 }
 
-// throttledResponse is the 429 the host answers in the cloud's stead.
-// Retry-After is in whole seconds, rounded up: rounding down could ask for
-// the retry before the budget has room.
-func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
+// throttledResponse is the 429 the host answers in the cloud's stead, the
+// budget for label having no room for the reason why. Retry-After is in
+// whole seconds, rounded up: rounding down could ask for the retry before
+// the budget has room.
+func throttledResponse(label string, after time.Duration, why string) *abi.HTTPResponse {
 	secs := strconv.FormatInt(max(int64((after+time.Second-1)/time.Second), 1), 10)
 	return &abi.HTTPResponse{
 		StatusCode: http.StatusTooManyRequests,
@@ -384,6 +420,12 @@ func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
 			{Name: HeaderThrottled, Value: ThrottledByHost},
 			{Name: "Content-Type", Value: "text/plain; charset=utf-8"},
 		},
-		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) has no room before this call's deadline; retry after " + secs + "s\n"),
+		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) " + why + "; retry after " + secs + "s\n"),
 	}
 }
+
+// SetShadow marks the module as a candidate in shadow, beside the module in
+// service, or, with false, as the module in service: a shadow's requests
+// get only the rate budget's spare room (RateBudget). A rollout promotes
+// the candidate it has run in shadow with SetShadow(false).
+func (m *Module) SetShadow(shadow bool) { m.http.shadow.Store(shadow) }

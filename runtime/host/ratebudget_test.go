@@ -84,7 +84,7 @@ func TestRateBucketPaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := testBucket(t, tc.perSecond, tc.burst)
 			for i, arrival := range tc.arrivals {
-				at, ok := b.reserve(t0.Add(arrival), time.Time{})
+				at, ok := b.reserve(t0.Add(arrival), time.Time{}, false)
 				if !ok || at.Sub(t0) != tc.sends[i] {
 					t.Fatalf("request %d arriving at %v: sent at %v (ok %v), want %v", i, arrival, at.Sub(t0), ok, tc.sends[i])
 				}
@@ -97,13 +97,13 @@ func TestRateBucketPaces(t *testing.T) {
 // time is refused and takes no token, so the next one is not pushed back.
 func TestRateBucketDeadline(t *testing.T) {
 	b := testBucket(t, 1, 1)
-	if _, ok := b.reserve(t0, t0.Add(ms(10))); !ok {
+	if _, ok := b.reserve(t0, t0.Add(ms(10)), false); !ok {
 		t.Fatal("a request needing no wait was refused")
 	}
-	if at, ok := b.reserve(t0, t0.Add(ms(500))); ok || at != t0.Add(time.Second) {
+	if at, ok := b.reserve(t0, t0.Add(ms(500)), false); ok || at != t0.Add(time.Second) {
 		t.Fatalf("request due at %v with 500ms left: ok %v, want refused", at.Sub(t0), ok)
 	}
-	if at, ok := b.reserve(t0, t0.Add(2*time.Second)); !ok || at != t0.Add(time.Second) {
+	if at, ok := b.reserve(t0, t0.Add(2*time.Second), false); !ok || at != t0.Add(time.Second) {
 		t.Fatalf("next request: at %v ok %v, want 1s: the refusal took a token", at.Sub(t0), ok)
 	}
 }
@@ -158,8 +158,8 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 				b.observe(t0, r.status, r.header)
 			}
 			start := t0.Add(tc.start)
-			first, _ := b.reserve(start, time.Time{})
-			second, _ := b.reserve(start, time.Time{})
+			first, _ := b.reserve(start, time.Time{}, false)
+			second, _ := b.reserve(start, time.Time{}, false)
 			if first.Sub(start) != tc.first || second.Sub(first) != tc.gap {
 				t.Fatalf("first request after %v, then %v; want %v, then %v", first.Sub(start), second.Sub(first), tc.first, tc.gap)
 			}
@@ -175,8 +175,8 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 func TestRateBucketLowQuotaStopsBurst(t *testing.T) {
 	b := testBucket(t, 1, 3600)
 	b.observe(t0, 200, quotaHeader(3600, 50, t0.Add(3550*time.Second)))
-	first, _ := b.reserve(t0, time.Time{})
-	second, _ := b.reserve(t0, time.Time{})
+	first, _ := b.reserve(t0, time.Time{}, false)
+	second, _ := b.reserve(t0, time.Time{}, false)
 	if first != t0 || second.Sub(first) != time.Second {
 		t.Fatalf("requests at %v and %v, want 0 and 1s", first.Sub(t0), second.Sub(t0))
 	}
@@ -344,13 +344,13 @@ func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	label := mustOrigin(t, o).String()
-	if resp, _ := budget.wait(context.Background(), label, time.Second); resp != nil {
+	if resp, _ := budget.wait(context.Background(), label, time.Second, false); resp != nil {
 		t.Fatalf("first request held: %+v", resp)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(ms(50), cancel)
 	start := time.Now()
-	resp, code := budget.wait(ctx, label, time.Second)
+	resp, code := budget.wait(ctx, label, time.Second, false)
 	if resp == nil || resp.Error == "" || code != "timeout" || time.Since(start) > ms(900) {
 		t.Fatalf("wait after the call ended: %+v, %q after %v; want an error at once", resp, code, time.Since(start))
 	}
@@ -416,7 +416,7 @@ func BenchmarkRateBudgetWait(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if resp, _ := budget.wait(ctx, o, time.Second); resp != nil {
+				if resp, _ := budget.wait(ctx, o, time.Second, false); resp != nil {
 					b.Fatal(resp.Error)
 				}
 			}
