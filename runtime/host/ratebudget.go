@@ -361,14 +361,16 @@ func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration, 
 	}
 	at, ok := b.reserve(now, latest, shadow)
 	delay := at.Sub(now)
-	switch {
-	case !ok && shadow:
-		httpThrottled.WithLabelValues(b.label, throttledShadow).Inc()
-		return throttledResponse(b.label, delay, "has no room to spare for a module in shadow, which never delays the module in service"), "throttled"
-	case !ok:
-		httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
-		r.report(b, now, ThrottledByHost, delay)
-		return throttledResponse(b.label, delay, "has no room before this call's deadline"), "throttled"
+	if !ok {
+		// A shadow's 429 reads as any other: a module that could tell it
+		// runs in shadow could behave until it is promoted.
+		if shadow {
+			httpThrottled.WithLabelValues(b.label, throttledShadow).Inc()
+		} else {
+			httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
+			r.report(b, now, ThrottledByHost, delay)
+		}
+		return throttledResponse(b.label, delay), "throttled"
 	}
 	httpRateWait.WithLabelValues(b.label).Observe(delay.Seconds())
 	if delay <= 0 {
@@ -407,11 +409,10 @@ func (r *RateBudget) report(b *bucket, now time.Time, by string, after time.Dura
 	}
 }
 
-// throttledResponse is the 429 the host answers in the cloud's stead, the
-// budget for label having no room for the reason why. Retry-After is in
-// whole seconds, rounded up: rounding down could ask for the retry before
-// the budget has room.
-func throttledResponse(label string, after time.Duration, why string) *abi.HTTPResponse {
+// throttledResponse is the 429 the host answers in the cloud's stead.
+// Retry-After is in whole seconds, rounded up: rounding down could ask for
+// the retry before the budget has room.
+func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
 	secs := strconv.FormatInt(max(int64((after+time.Second-1)/time.Second), 1), 10)
 	return &abi.HTTPResponse{
 		StatusCode: http.StatusTooManyRequests,
@@ -420,7 +421,7 @@ func throttledResponse(label string, after time.Duration, why string) *abi.HTTPR
 			{Name: HeaderThrottled, Value: ThrottledByHost},
 			{Name: "Content-Type", Value: "text/plain; charset=utf-8"},
 		},
-		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) " + why + "; retry after " + secs + "s\n"),
+		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) has no room before this call's deadline; retry after " + secs + "s\n"),
 	}
 }
 

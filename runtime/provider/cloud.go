@@ -146,7 +146,7 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 		file, configuredErr = readModuleFile(cfg.Module)
 	}
 	if configuredErr == nil {
-		if configured, configuredErr = c.instantiate(ctx, file); configuredErr != nil {
+		if configured, configuredErr = c.instantiate(ctx, file, false); configuredErr != nil {
 			configuredErr = fmt.Errorf("module %s: %w", cfg.Module.Path, configuredErr)
 		}
 	}
@@ -245,7 +245,7 @@ func (c *Cloud) loadRecorded(ctx context.Context, record *modulefile.Record) (mo
 	file, err := record.File(c.cfg.Module.trust())
 	if err == nil {
 		var mod Backend
-		if mod, err = c.instantiate(ctx, file); err == nil {
+		if mod, err = c.instantiate(ctx, file, false); err == nil {
 			return file, mod, nil
 		}
 	}

@@ -106,10 +106,10 @@ func (c *Cloud) candidate() string {
 	return ""
 }
 
-// load compiles and initialises a module file and checks that it can
-// stand in for the module in service.
+// load compiles and initialises a module file, in shadow (its init
+// included), and checks that it can stand in for the module in service.
 func (c *Cloud) load(ctx context.Context, file modulefile.File) (Backend, error) {
-	mod, err := c.instantiate(ctx, file)
+	mod, err := c.instantiate(ctx, file, true)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +122,10 @@ func (c *Cloud) load(ctx context.Context, file modulefile.File) (Backend, error)
 }
 
 // instantiate compiles and initialises a module file with the grants of
-// the cloud-config.
-func (c *Cloud) instantiate(ctx context.Context, file modulefile.File) (Backend, error) {
-	return host.New(ctx, file.Wasm, c.auth.hostConfig(c.cfg))
+// the cloud-config; shadow starts it as a candidate, which gets only the
+// rate budget's spare room (host.RateBudget).
+func (c *Cloud) instantiate(ctx context.Context, file modulefile.File, shadow bool) (Backend, error) {
+	cfg := c.auth.hostConfig(c.cfg)
+	cfg.HTTP.Shadow = shadow
+	return host.New(ctx, file.Wasm, cfg)
 }

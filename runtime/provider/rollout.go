@@ -264,6 +264,7 @@ func isModuleFailure(err error) bool {
 // shadow, or at once when shadowing is disabled.
 func (c *Cloud) startRollout(mod Backend, file modulefile.File) {
 	c.endRollout()
+	setShadow(mod, true)
 	cfg := c.cfg.Module.Rollout.Shadow
 	if cfg.Disabled {
 		c.promote(mod, file, "shadow comparison disabled")
@@ -394,6 +395,7 @@ func (c *Cloud) rejectCandidate(r *rollout, why string, stats comparisonStats) {
 // promote puts mod in service and keeps the module it replaces for the
 // rollback window.
 func (c *Cloud) promote(mod Backend, file modulefile.File, summary string) {
+	setShadow(mod, false)
 	previous := *c.backend.Swap(&mod)
 	previousFile, digest, previousDigest := c.served, file.Digest, c.served.Digest
 	c.serve(file)
@@ -447,6 +449,15 @@ func (c *Cloud) endRollout() {
 		what = "the previous module"
 	}
 	closeLater(r.other, what)
+}
+
+// setShadow tells a module whether it is a candidate in shadow, whose
+// requests must never delay the module in service's: a *host.Module then
+// gets only the rate budget's spare room. Other backends share no budget.
+func setShadow(b Backend, shadow bool) {
+	if m, ok := b.(interface{ SetShadow(bool) }); ok {
+		m.SetShadow(shadow)
+	}
 }
 
 // closeLater closes a module no longer in service once the calls still
