@@ -192,21 +192,24 @@ func requestModule(forever bool, reqs ...*abi.HTTPRequest) []byte {
 // Parameters of the starvation measurement: the module in service makes
 // one request per call, a call every starvePeriod, half the origin's
 // rate, to a cloud that answers in starveCloudLatency. The hostile shadow
-// tries five times the origin's rate: between two requests, it asks
-// another origin, which answers in starveShadowPause.
+// runs starveShadowCalls calls at once, as many as a rollout's default
+// shadow concurrency, each trying five times the origin's rate: between
+// two requests, it asks another origin, which answers in
+// starveShadowPause.
 const (
 	starveRate         = 100 // per second
 	starveBurst        = 10
 	starvePeriod       = 2 * time.Second / starveRate
 	starveCloudLatency = 10 * time.Millisecond
 	starveShadowPause  = time.Second / starveRate / 5
+	starveShadowCalls  = 4
 )
 
 // inServiceP50 is the median latency of calls calls of a module in
 // service whose requests go to an origin of the rate budget, while, with
 // hostile, a module in shadow that shares the budget asks the same origin
-// again and again in every call, one call after another; waited is how
-// long the requests to that origin waited for the budget in all.
+// again and again in starveShadowCalls calls at once; waited is how long
+// the requests to that origin waited for the budget in all.
 //
 // The shadow's pauses keep it from taking a core for itself: a module that
 // spins takes CPU from the module in service, whatever the budget does
@@ -233,23 +236,25 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 	}
 	defer inService.Close(ctx)
 	if hostile {
-		// The shadow's calls loop until their deadline; under a budget that
-		// let it wait, each request would book the next token up to a
-		// second before that deadline.
-		shadow, err := New(ctx, requestModule(true, req, &abi.HTTPRequest{URL: elsewhere.URL}), Config{Name: "shadow", PoolSize: 1,
-			CallTimeout: 3 * time.Second, HTTP: HTTPConfig{AllowedOrigins: allowed, Budget: budget, Shadow: true}})
+		// The shadow's calls loop until the measure ends; under a budget
+		// that let them wait, each would keep a token booked ahead, up to
+		// a second before its deadline, 30 s away. They opt out of
+		// coalescing, which would make their requests one.
+		hammer := &abi.HTTPRequest{URL: req.URL, Headers: []abi.Header{{Name: "Cache-Control", Value: "no-cache"}}}
+		shadow, err := New(ctx, requestModule(true, hammer, &abi.HTTPRequest{URL: elsewhere.URL}), Config{Name: "shadow", PoolSize: starveShadowCalls,
+			HTTP: HTTPConfig{AllowedOrigins: allowed, Budget: budget, Shadow: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		stop, cancel := context.WithCancel(ctx)
 		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for stop.Err() == nil {
-				shadow.Call(stop, abi.ExportInstanceShutdown, &abi.Node{}, nil)
-			}
-		}()
+		for range starveShadowCalls {
+			wg.Go(func() {
+				for stop.Err() == nil {
+					shadow.Call(stop, abi.ExportInstanceShutdown, &abi.Node{}, nil)
+				}
+			})
+		}
 		defer func() {
 			cancel()
 			wg.Wait()
