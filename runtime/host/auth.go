@@ -260,6 +260,9 @@ type authenticator struct {
 	onFailure func(credential string, err error)
 	mu        sync.Mutex
 	reported  map[string]time.Time
+
+	// sent is what the credentials sent, looked for in every response.
+	sent *sentSecrets
 }
 
 // boundCredential is an AuthConfig ready to apply.
@@ -283,7 +286,7 @@ func newAuthenticator(module string, cfg CredentialsConfig, allowed allowlist, s
 		return nil, fmt.Errorf("credentials: %w", errors.Join(errs...))
 	}
 	a := &authenticator{module: module, store: store, creds: map[string]*boundCredential{}, signer: v4.NewSigner(),
-		now: time.Now, onFailure: cfg.OnAuthFailure, reported: map[string]time.Time{}}
+		now: time.Now, onFailure: cfg.OnAuthFailure, reported: map[string]time.Time{}, sent: newSentSecrets(module)}
 	for _, c := range cfg.Auth {
 		origins, _ := ParseAllowedOrigins(c.Origins)
 		b := &boundCredential{AuthConfig: c, origins: origins}
@@ -358,6 +361,14 @@ func (a *authenticator) refused(credential, authorization string) {
 	}
 }
 
+// redact overwrites in resp the secrets the module's credentials sent,
+// which a server may have echoed; a client without credentials sends none.
+func (a *authenticator) redact(resp *abi.HTTPResponse) {
+	if a != nil {
+		a.sent.redact(resp)
+	}
+}
+
 // AuthError is a credential that could not be applied: a missing or
 // malformed secret, or a failed token exchange. It never carries the
 // secret.
@@ -389,7 +400,7 @@ func (a *authenticator) apply(req *http.Request) (*http.Request, error) {
 		return out, nil
 	}
 	if err := a.authenticate(out, g.cred, g.service, g.region); err != nil {
-		err = &AuthError{Credential: g.cred.Name, Err: err}
+		err = &AuthError{Credential: g.cred.Name, Err: a.sent.redactError(err)}
 		a.failed(g.cred.Name, err)
 		return nil, err
 	}
@@ -459,15 +470,17 @@ func hasReservedPrefix(header string) bool {
 	return len(header) >= len(abi.HeaderPrefix) && strings.EqualFold(header[:len(abi.HeaderPrefix)], abi.HeaderPrefix)
 }
 
-// authenticate applies cred's scheme to req.
+// authenticate applies cred's scheme to req, recording the secrets it
+// sends so that they are looked for in the responses.
 func (a *authenticator) authenticate(req *http.Request, cred *boundCredential, service, region string) error {
+	sent := secretSlot{cred.Name, "request"}
 	switch {
 	case cred.Bearer != nil:
 		token, err := a.secret(cred.Bearer.Key)
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		a.setBearer(req, sent, token)
 	case cred.Basic != nil:
 		user, err := a.secret(cred.Basic.UsernameKey)
 		if err != nil {
@@ -478,22 +491,32 @@ func (a *authenticator) authenticate(req *http.Request, cred *boundCredential, s
 			return err
 		}
 		req.SetBasicAuth(user, password)
+		a.sent.record(sent, password, user+":"+password, req.Header.Get("Authorization"))
 	case cred.Header != nil:
 		value, err := a.secret(cred.Header.Key)
 		if err != nil {
 			return err
 		}
+		a.sent.record(sent, value)
 		req.Header.Set(cred.Header.Name, value)
 	case cred.SigV4 != nil:
-		return a.signV4(req, cred.SigV4, service, region)
+		return a.signV4(req, sent, cred.SigV4, service, region)
 	default:
 		token, err := a.token(req.Context(), cred)
 		if err != nil {
 			return err
 		}
-		req.Header.Set("Authorization", "Bearer "+token)
+		a.setBearer(req, sent, token)
 	}
 	return nil
+}
+
+// setBearer sends token as a bearer token. "Bearer <token>" is recorded
+// too, for a token too short to be looked for alone.
+func (a *authenticator) setBearer(req *http.Request, sent secretSlot, token string) {
+	authorization := "Bearer " + token
+	a.sent.record(sent, token, authorization)
+	req.Header.Set("Authorization", authorization)
 }
 
 // secret reads a Secret key for the host's own use, trimmed of the
@@ -533,7 +556,7 @@ func (a *authenticator) readKey(key string) ([]byte, error) {
 // without a body.
 const emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
-func (a *authenticator) signV4(req *http.Request, cfg *SigV4Auth, service, region string) error {
+func (a *authenticator) signV4(req *http.Request, sent secretSlot, cfg *SigV4Auth, service, region string) error {
 	if service == "" {
 		service = cfg.Service
 	}
@@ -556,6 +579,11 @@ func (a *authenticator) signV4(req *http.Request, cfg *SigV4Auth, service, regio
 		if creds.SessionToken, err = a.secret(cfg.SessionTokenKey); err != nil {
 			return err
 		}
+	}
+	// The secret access key never leaves the host, only signatures made
+	// with it; the session token is sent as it is.
+	if creds.SessionToken != "" {
+		a.sent.record(sent, creds.SessionToken)
 	}
 	hash := emptyPayloadHash
 	if req.GetBody != nil && req.ContentLength != 0 {

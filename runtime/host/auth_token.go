@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -187,11 +188,14 @@ func (a *authenticator) token(ctx context.Context, cred *boundCredential) (strin
 			return "", err
 		}
 		secrets = [][]byte{[]byte(id), []byte(secret)}
+		// Sent to the token endpoint only, yet looked for in what reaches
+		// the module: in an error that quotes a redirect, for one.
+		a.sent.record(secretSlot{cred.Name, "client secret"}, secret)
 		conf := cred.clientConfig(id, secret)
 		fetch = func(ctx context.Context) (*oauth2.Token, error) {
 			tok, err := conf.Token(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("token exchange with %s: %w", c.TokenURL, err)
+				return nil, tokenExchangeError(c.TokenURL, err)
 			}
 			return tok, nil
 		}
@@ -213,7 +217,7 @@ func (a *authenticator) token(ctx context.Context, cred *boundCredential) (strin
 			// A fresh source per exchange: the cache above decides when.
 			tok, err := conf.TokenSource(ctx).Token()
 			if err != nil {
-				return nil, fmt.Errorf("token exchange with %s: %w", conf.TokenURL, err)
+				return nil, tokenExchangeError(conf.TokenURL, err)
 			}
 			return tok, nil
 		}
@@ -228,6 +232,31 @@ func (a *authenticator) token(ctx context.Context, cred *boundCredential) (strin
 		return "", err
 	}
 	return tok.AccessToken, nil
+}
+
+// oauth2ErrorCodes are RFC 6749's token error codes (section 5.2): the
+// only words of the token endpoint's answer an error repeats.
+var oauth2ErrorCodes = map[string]bool{"invalid_request": true, "invalid_client": true, "invalid_grant": true,
+	"unauthorized_client": true, "unsupported_grant_type": true, "invalid_scope": true}
+
+// tokenExchangeError is what a failed exchange says, in the module's
+// errors, the log and the Events. An answer of the token endpoint is told
+// by its status and standard error code alone: its body, and the
+// description and URI the OAuth2 library reads from it, may echo the
+// client secret or the signed assertion.
+func tokenExchangeError(tokenURL string, err error) error {
+	var answer *oauth2.RetrieveError
+	if !errors.As(err, &answer) {
+		return fmt.Errorf("token exchange with %s: %w", tokenURL, err)
+	}
+	msg := fmt.Sprintf("token exchange with %s: the token endpoint answered", tokenURL)
+	if answer.Response != nil {
+		msg += fmt.Sprintf(" %d", answer.Response.StatusCode)
+	}
+	if oauth2ErrorCodes[answer.ErrorCode] {
+		msg += " " + answer.ErrorCode
+	}
+	return errors.New(msg)
 }
 
 // clientConfig returns the client credentials configuration for id and

@@ -265,6 +265,10 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Every answer, error included, may quote the request as the host
+	// sent it; it is cleaned before the module, or a caller it is
+	// coalesced with, sees it.
+	defer func() { h.cfg.auth.redact(resp) }()
 	hresp, err := h.client.Do(hreq.WithContext(ctx))
 	if err != nil {
 		var denied *deniedError

@@ -12,7 +12,7 @@ import (
 
 // newRequest builds the request req asks for, to u (already checked
 // against the allowlist), and makes every check the host would otherwise
-// make only while sending it: the method, each header's name and value,
+// make only while sending it: the method (checkMethod), each header's name and value,
 // and what the reserved headers ask (authenticator.authorize). A request
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
@@ -21,6 +21,9 @@ func (h *httpClient) newRequest(ctx context.Context, req *abi.HTTPRequest, u *ur
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
+	}
+	if err := checkMethod(method); err != nil {
+		return nil, err
 	}
 	hreq, err := http.NewRequestWithContext(ctx, method, u.String(), bytes.NewReader(req.Body))
 	if err != nil {
