@@ -362,9 +362,9 @@ func (a *authenticator) refused(credential, authorization string) {
 }
 
 // redact overwrites in resp the secrets the module's credentials sent,
-// which a server may have echoed; a client without credentials sends none.
+// which a server may have echoed; a module without credentials sends none.
 func (a *authenticator) redact(resp *abi.HTTPResponse) {
-	if a != nil {
+	if a != nil && len(a.creds) > 0 {
 		a.sent.redact(resp)
 	}
 }

@@ -250,8 +250,18 @@ func (s *needleSet) redactHeaderName(name string) string {
 
 // redact overwrites in resp every secret the module's credentials sent:
 // in the body, the header names and values, and the error, which may
-// quote a URL or a status line the server chose.
+// quote a URL or a status line the server chose. A compressed body, which
+// the search cannot read, is refused: the HTTP client negotiates gzip and
+// decompresses by itself, so one comes back only when the module asked for
+// it with Accept-Encoding.
 func (s *sentSecrets) redact(resp *abi.HTTPResponse) {
+	for _, h := range resp.Headers {
+		if strings.EqualFold(h.Name, "Content-Encoding") && !strings.EqualFold(h.Value, "identity") {
+			*resp = abi.HTTPResponse{Error: (&deniedError{"the response is compressed (Content-Encoding), which hides it from the host's " +
+				"search for the module's credentials: let the host negotiate compression, without Accept-Encoding"}).Error()}
+			return
+		}
+	}
 	set := s.set.Load()
 	if set == nil {
 		return

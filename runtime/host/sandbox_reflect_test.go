@@ -2,6 +2,7 @@ package host
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/hex"
@@ -68,11 +69,19 @@ func reflection(resp *abi.HTTPResponse, secrets []string) string {
 // again in every encoding, the whole again in base64, and the credential
 // headers in response header values and names. /last answers the
 // previous request instead; /status puts the last word of the
-// Authorization header, or the X-Auth-Token, in the status line.
+// Authorization header, or the X-Auth-Token, in the status line. Bodies
+// are compressed for a client that accepts gzip.
 func echoServer(t *testing.T) *httptest.Server {
 	var mu sync.Mutex
 	var last []byte
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		var w io.Writer = rw
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") && r.URL.Path != "/status" {
+			rw.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(rw)
+			defer gz.Close()
+			w = gz
+		}
 		var dump bytes.Buffer
 		fmt.Fprintf(&dump, "%s %s %s\n", r.Method, r.RequestURI, r.Proto)
 		r.Header.Write(&dump)
@@ -91,16 +100,16 @@ func echoServer(t *testing.T) *httptest.Server {
 			w.Write(previous)
 			return
 		case "/status":
-			conn, rw, _ := w.(http.Hijacker).Hijack()
+			conn, buf, _ := rw.(http.Hijacker).Hijack()
 			defer conn.Close()
-			fmt.Fprintf(rw, "HTTP/1.1 %s OK\r\nContent-Length: 0\r\n\r\n", credential)
-			rw.Flush()
+			fmt.Fprintf(buf, "HTTP/1.1 %s OK\r\nContent-Length: 0\r\n\r\n", credential)
+			buf.Flush()
 			return
 		}
 		for _, name := range []string{"Authorization", "X-Auth-Token", "X-Amz-Security-Token"} {
 			if v := r.Header.Get(name); v != "" {
-				w.Header().Set("X-Echo-"+name, v)
-				w.Header().Set("X-"+strings.Map(func(r rune) rune {
+				rw.Header().Set("X-Echo-"+name, v)
+				rw.Header().Set("X-"+strings.Map(func(r rune) rune {
 					if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' {
 						return r
 					}
@@ -241,6 +250,26 @@ func TestForbiddenMethodsRefused(t *testing.T) {
 	}
 	if resp := h.do(context.Background(), &abi.HTTPRequest{Method: "OPTIONS", URL: srv.URL + "/"}); resp.Error != "" || hits.Load() != 1 {
 		t.Errorf("OPTIONS: %+v, %d requests reached the origin", resp, hits.Load())
+	}
+}
+
+// TestCompressedEchoRefused: a module that asks for a compressed answer,
+// which the host's search could not read, gets an error instead of the
+// echo; the host's own negotiation of gzip, decompressed by the client,
+// is searched as usual.
+func TestCompressedEchoRefused(t *testing.T) {
+	const token = "bearer-token-0123456789abcdef"
+	echo := echoServer(t)
+	h := reflectClient(t, CredentialsConfig{Dir: secretDir(t, map[string]string{"token": token}), Auth: []AuthConfig{
+		{Name: "token", Origins: []string{echo.URL}, Bearer: &BearerAuth{Key: "token"}}}}, echo.URL)
+	named := []abi.Header{{Name: abi.HeaderCredential, Value: "token"}}
+	resp := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: append(named, abi.Header{Name: "Accept-Encoding", Value: "gzip"})})
+	if !strings.HasPrefix(resp.Error, "denied: the response is compressed") || len(resp.Body) != 0 || len(resp.Headers) != 0 {
+		t.Errorf("a compressed echo: %+v", resp)
+	}
+	resp = h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: named})
+	if leak := reflection(resp, []string{token}); leak != "" || !bytes.Contains(resp.Body, []byte("Accept-Encoding: gzip")) {
+		t.Errorf("gzip negotiated by the host: %s:\n%s", leak, resp.Body)
 	}
 }
 
