@@ -181,6 +181,13 @@ const (
 // violation.
 const MaxStateKeyBytes = 512
 
+// MaxRequestHeaders bounds the headers of an HTTPRequest; a request with
+// more is malformed. Empty headers encode in two bytes each and cost the
+// host far more once decoded and sent, so a request within its byte limit
+// could otherwise make the host allocate many times that limit. No cloud
+// API request needs more than a few dozen.
+const MaxRequestHeaders = 128
+
 // Reserved request headers (revision 2): an HTTPRequest names the
 // credential the host is to authenticate it with, instead of carrying the
 // secret, which never enters the module. The host consumes every header

@@ -39,3 +39,26 @@ func TestListCountBoundedByElementSize(t *testing.T) {
 		})
 	}
 }
+
+// TestRequestHeadersBounded: an HTTPRequest of more than MaxRequestHeaders
+// headers, each of which would fit its bytes, is refused before the list
+// is allocated; one of exactly MaxRequestHeaders decodes.
+func TestRequestHeadersBounded(t *testing.T) {
+	for _, tc := range []struct {
+		headers int
+		ok      bool
+	}{{MaxRequestHeaders, true}, {MaxRequestHeaders + 1, false}, {1 << 19, false}} {
+		req := &HTTPRequest{Method: "GET", URL: "https://api.example", Headers: make([]Header, tc.headers)}
+		msg := Marshal(nil, req)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		err := Unmarshal(msg, new(HTTPRequest))
+		runtime.ReadMemStats(&after)
+		if (err == nil) != tc.ok {
+			t.Errorf("%d headers: err = %v, want ok %v", tc.headers, err, tc.ok)
+		}
+		if grown := after.TotalAlloc - before.TotalAlloc; !tc.ok && grown > 1<<10 {
+			t.Errorf("%d headers: refusing the request allocated %d bytes", tc.headers, grown)
+		}
+	}
+}

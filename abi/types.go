@@ -382,7 +382,7 @@ func (r *HTTPRequest) Encode(e *Encoder) {
 func (r *HTTPRequest) Decode(d *Decoder) {
 	r.Method = d.String()
 	r.URL = d.String()
-	r.Headers = decodeList[Header](d)
+	r.Headers = decodeListUpTo[Header](d, MaxRequestHeaders)
 	r.Body = d.ByteSlice()
 	r.TimeoutMillis = d.Uint32()
 }

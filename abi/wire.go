@@ -265,8 +265,21 @@ func decodeList[T any, P interface {
 	*T
 	Message
 }](d *Decoder) []T {
+	return decodeListUpTo[T, P](d, math.MaxInt)
+}
+
+// decodeListUpTo is decodeList for a list the ABI bounds by count: a
+// longer one is malformed, refused before anything is allocated for it.
+func decodeListUpTo[T any, P interface {
+	*T
+	Message
+}](d *Decoder, limit int) []T {
 	n := d.Count(1)
 	if n == 0 {
+		return nil
+	}
+	if n > limit {
+		d.fail()
 		return nil
 	}
 	// Count assumed one byte per element; a struct of several fields takes

@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -43,6 +44,10 @@ type imports struct{}
 var requestBuf, resultBuf []byte
 
 func (imports) HTTP(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
+	if len(req.Headers) > abi.MaxRequestHeaders {
+		// The host would refuse the message as malformed and end the call.
+		return nil, &HTTPError{Msg: "request has " + strconv.Itoa(len(req.Headers)) + " headers, more than the " + strconv.Itoa(abi.MaxRequestHeaders) + " the host accepts"}
+	}
 	requestBuf = abi.Marshal(requestBuf, req)
 	n := hostHTTPDo(guest.AddressOf(requestBuf), uint32(len(requestBuf)))
 	raw, err := takeResult(n)

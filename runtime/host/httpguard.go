@@ -175,6 +175,9 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 			MaxIdleConnsPerHost: 16,
 			IdleConnTimeout:     90 * time.Second,
 			TLSHandshakeTimeout: 10 * time.Second,
+			// A response's headers reach the module with its body, so they
+			// are bounded like it rather than by net/http's larger default.
+			MaxResponseHeaderBytes: maxResponseHeaderBytes,
 		}
 	}
 	if cfg.Wrap != nil {
@@ -223,6 +226,9 @@ func (h *httpClient) send(ctx context.Context, req *abi.HTTPRequest) (*abi.HTTPR
 	httpRequests.WithLabelValues(h.module, hostLabel, code).Inc()
 	return resp, hostLabel
 }
+
+// maxResponseHeaderBytes bounds the headers of a cloud response.
+const maxResponseHeaderBytes = 1 << 20
 
 // Values of the host label of requests that reached no allowed origin. A
 // label never carries what the module wrote: a module making requests to

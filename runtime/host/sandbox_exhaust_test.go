@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/binary"
 	"runtime"
 	"strings"
 	"testing"
@@ -190,6 +191,10 @@ func TestOversizedArgumentsNotCopied(t *testing.T) {
 		{"log line", wt.Seq(wt.I32Const(int32(abi.LogError)), wt.I32Const(0), wt.I32Const(huge), wt.Call(importLog)), ""},
 		{"http_do request", wt.Seq(wt.I32Const(0), wt.I32Const(huge), wt.Call(importHTTPDo), wt.Drop),
 			"exceeds the 1048576-byte limit"},
+		// Within the request's byte limit, but every two bytes an empty
+		// header, each of which costs the host far more once decoded.
+		{"http_do headers", wt.Seq(wt.StoreBytes(0, emptyHeaders(1<<20)), wt.I32Const(0), wt.I32Const(1<<20),
+			wt.Call(importHTTPDo), wt.Drop), "malformed"},
 		{"state key", wt.Seq(wt.I32Const(0), wt.I32Const(huge), wt.I64Const(-1), wt.I32Const(1), wt.Call(importStateGet), wt.Drop),
 			"exceeds the 512-byte limit"},
 	}
@@ -216,4 +221,10 @@ func TestOversizedArgumentsNotCopied(t *testing.T) {
 			}
 		})
 	}
+}
+
+// emptyHeaders is the start of an HTTPRequest of size bytes: empty method
+// and URL, then as many empty headers as the rest holds.
+func emptyHeaders(size int) []byte {
+	return binary.AppendUvarint([]byte{0, 0}, uint64(size-5)/2)
 }
