@@ -20,8 +20,9 @@ type Config struct {
 	// PoolSize is the number of instances, hence of concurrent calls.
 	// Default 4.
 	PoolSize int
-	// CallTimeout bounds every export call, host functions included.
-	// Default 30s.
+	// CallTimeout bounds every export call, host functions and WASI
+	// sleeps included, and the making of each instance (start functions,
+	// ABI version and init together). Default 30s.
 	CallTimeout time.Duration
 	// MemoryLimitPages caps each instance's linear memory in 64 KiB pages.
 	// Default 2048 (128 MiB).

@@ -96,7 +96,7 @@ func TestRejectedModules(t *testing.T) {
 		}), "export wasmccm_list_load_balancers needs capability LoadBalancer"},
 		{"start function never returns", abiModule(okEmpty, func(m *wt.Module) {
 			m.Funcs = append(m.Funcs, wt.Func{Export: "_initialize", Body: wt.LoopForever})
-		}), "start functions ran past 500ms"},
+		}), "start functions stopped: ran past the 500ms call timeout"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

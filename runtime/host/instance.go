@@ -22,6 +22,7 @@ type instance struct {
 	alloc   api.Function
 	version api.Function
 	methods map[string]api.Function
+	sleep   *sleeper
 	stack   [2]uint64
 	input   []byte
 
@@ -39,10 +40,11 @@ type instance struct {
 	claims []string
 }
 
-func newInstance(m *Module, mod api.Module) *instance {
+func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
 	inst := &instance{
 		owner:   m,
 		mod:     mod,
+		sleep:   sleep,
 		mem:     mod.Memory(),
 		alloc:   mod.ExportedFunction(abi.ExportAlloc),
 		version: mod.ExportedFunction(abi.ExportABIVersion),
@@ -69,9 +71,25 @@ func callerInstance(ctx context.Context) *instance {
 	return inst
 }
 
+// run calls fn on the instance's stack, with the guest's sleeps ending
+// with ctx, a guestContext. A guest that returns after ctx ended, before
+// wazero stopped it (from a sleep cut short, say), failed all the same:
+// its answer is late, and the instance is replaced like a stopped one.
+func (i *instance) run(ctx context.Context, export string, fn api.Function) error {
+	i.sleep.done = ctx.Done()
+	err := fn.CallWithStack(ctx, i.stack[:])
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		return i.classify(ctx, export, err)
+	}
+	return nil
+}
+
 func (i *instance) abiVersion(ctx context.Context) (int32, error) {
-	if err := i.version.CallWithStack(ctx, i.stack[:]); err != nil {
-		return 0, fmt.Errorf("%s: %w", abi.ExportABIVersion, err)
+	if err := i.run(ctx, abi.ExportABIVersion, i.version); err != nil {
+		return 0, err
 	}
 	return int32(uint32(i.stack[0])), nil
 }
@@ -89,8 +107,8 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 	inst.input = abi.Marshal(inst.input, in)
 	size := uint32(len(inst.input))
 	inst.stack[0] = uint64(size)
-	if err := inst.alloc.CallWithStack(ctx, inst.stack[:]); err != nil {
-		return inst.classify(ctx, export, err)
+	if err := inst.run(ctx, export, inst.alloc); err != nil {
+		return err
 	}
 	ptr := uint32(inst.stack[0])
 	if !inst.mem.Write(ptr, inst.input) {
@@ -98,8 +116,8 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 	}
 
 	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
-	if err := inst.methods[export].CallWithStack(ctx, inst.stack[:]); err != nil {
-		return inst.classify(ctx, export, err)
+	if err := inst.run(ctx, export, inst.methods[export]); err != nil {
+		return err
 	}
 	rptr, rsize := abi.UnpackResult(inst.stack[0])
 	if rsize > maxResultBytes {
@@ -120,15 +138,18 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 }
 
 // classify explains why a guest call returned an error: a host function
-// refused the guest's memory or message, the deadline passed, the caller
-// gave up, or the guest trapped (a Go panic, unreachable, out of memory).
+// refused the guest's memory or message, the deadline passed, Close
+// aborted the call, the caller gave up, or the guest trapped (a Go panic,
+// unreachable, out of memory).
 func (i *instance) classify(ctx context.Context, export string, err error) error {
 	reason := ReasonTrap
 	switch {
 	case i.violation != nil:
 		reason, err = ReasonABIViolation, i.violation
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		reason, err = ReasonTimeout, errors.New("deadline exceeded; the instance was stopped")
+		reason, err = ReasonTimeout, fmt.Errorf("%w; the instance was stopped", context.Cause(ctx))
+	case errors.Is(context.Cause(ctx), ErrClosed):
+		reason, err = ReasonUnavailable, context.Cause(ctx)
 	case ctx.Err() != nil:
 		reason = ReasonCanceled
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -61,15 +62,35 @@ type Module struct {
 	logger   *guestLogger
 	state    *sharedState
 	pool     *pool
+
+	// alive ends when Close stops waiting for in-flight calls: every
+	// entry into the guest derives from it (guestContext), so ending it
+	// stops all of the module's guest code. timedOut is the cause of an
+	// entry that ran past CallTimeout.
+	alive    context.Context
+	abort    context.CancelFunc
+	timedOut error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+func newModule(cfg Config) *Module {
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes),
+		timedOut: fmt.Errorf("ran past the %s call timeout", cfg.CallTimeout)}
+	m.alive, m.abort = context.WithCancel(context.Background())
+	return m
 }
 
 // New compiles wasm, checks it against ABI v1, and makes its first
 // instance, running init with cfg.ProviderConfig. Every failure is an error
-// that names the problem; nothing is left running after one.
+// that names the problem; nothing is left running after one. Making the
+// instance (start functions, ABI version, init) takes at most
+// cfg.CallTimeout, whatever ctx allows.
 func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	cfg = cfg.withDefaults()
 	registerMetrics()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes)}
+	m := newModule(cfg)
 	var err error
 	if m.creds, err = newCredentialStore(cfg.Name, cfg.Credentials); err != nil {
 		return nil, err
@@ -99,7 +120,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 // once and reads the ABI version. Every problem found is reported.
 func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	cfg := Config{Name: "validate"}.withDefaults()
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes)}
+	m := newModule(cfg)
 	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
 	m.creds, _ = newCredentialStore(cfg.Name, cfg.Credentials)
 	rt, compiled, err := compile(ctx, wasm, cfg)
@@ -113,12 +134,14 @@ func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 		return info, problems
 	}
 	m.info, m.methods = info, methods
-	inst, err := m.instantiate(ctx)
+	guestCtx, cancel := m.guestContext(ctx)
+	defer cancel()
+	inst, err := m.instantiate(guestCtx)
 	if err != nil {
 		return info, []string{err.Error()}
 	}
 	defer inst.close(ctx)
-	version, err := inst.abiVersion(ctx)
+	version, err := inst.abiVersion(guestCtx)
 	if err != nil {
 		return info, []string{err.Error()}
 	}
@@ -144,10 +167,32 @@ func (m *Module) Info() Info { return m.info }
 // Name returns the module's name from its Config.
 func (m *Module) Name() string { return m.cfg.Name }
 
-// Close waits for in-flight calls (until ctx ends), then releases the
-// module's instances and compiled code.
+// Close refuses new calls and waits for those in flight, instance
+// recycling included, until ctx ends. Then it aborts the rest and, ctx or
+// not, waits until their guest code has stopped (within abortMargin):
+// releasing memory or code under running guest code would crash the
+// process. Only then does it release the module's instances and compiled
+// code. Its error says whether calls were aborted; later calls return the
+// first one's.
 func (m *Module) Close(ctx context.Context) error {
-	err := m.pool.drain(ctx)
+	m.closeOnce.Do(func() { m.closeErr = m.close(ctx) })
+	return m.closeErr
+}
+
+func (m *Module) close(ctx context.Context) error {
+	var err error
+	if !m.pool.drain(ctx.Done()) {
+		err = fmt.Errorf("closing module %s: calls still running when its grace period ended were aborted (%w)", m.cfg.Name, ctx.Err())
+		m.abort()
+		slow := time.AfterFunc(abortMargin, func() {
+			klog.ErrorS(nil, "guest code is still running after it was aborted; the module is released once it stops",
+				"module", m.cfg.Name, "after", abortMargin)
+		})
+		m.pool.drain(nil)
+		slow.Stop()
+	}
+	m.abort()
+	m.pool.closeIdle(context.WithoutCancel(ctx))
 	m.state.clear()
 	if cerr := m.runtime.Close(context.WithoutCancel(ctx)); err == nil {
 		err = cerr
@@ -331,9 +376,10 @@ func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
 }
 
 // instantiate makes a fresh instance in the sandbox: no files, no
-// environment, no arguments, real clocks and randomness, and stdout/stderr
-// into the log.
+// environment, no arguments, real clocks and randomness, sleeps that end
+// with ctx, and stdout/stderr into the log. ctx is a guestContext.
 func (m *Module) instantiate(ctx context.Context) (*instance, error) {
+	sleep := &sleeper{done: ctx.Done()}
 	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStartFunctions("_initialize").
@@ -341,23 +387,29 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 		WithStderr(&streamWriter{logger: m.logger, level: abi.LogError}).
 		WithSysWalltime().
 		WithSysNanotime().
-		WithSysNanosleep().
+		WithNanosleep(sleep.sleep).
 		WithRandSource(rand.Reader)
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
-	defer cancel()
 	mod, err := m.runtime.InstantiateModule(experimental.WithMemoryAllocator(ctx, memoryAllocator), m.compiled, mc)
+	if err == nil && ctx.Err() != nil {
+		// A start function returned from a sleep cut short before
+		// wazero stopped it: it did not finish in time all the same.
+		_ = mod.Close(context.WithoutCancel(ctx))
+		err = ctx.Err()
+	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("instantiating module: start functions ran past %s", m.cfg.CallTimeout)
+			return nil, fmt.Errorf("instantiating module: start functions stopped: %w", context.Cause(ctx))
 		}
 		return nil, fmt.Errorf("instantiating module: %w", err)
 	}
-	return newInstance(m, mod), nil
+	return newInstance(m, mod, sleep), nil
 }
 
 // newInstance makes an instance ready for calls: ABI version checked and
-// init run with the provider config.
+// init run with the provider config, all within one CallTimeout.
 func (m *Module) newInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := m.guestContext(ctx)
+	defer cancel()
 	inst, err := m.instantiate(ctx)
 	if err != nil {
 		return nil, err
@@ -390,7 +442,7 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 		return &FailureError{Export: export, Reason: ReasonUnavailable, Err: ErrUnsupported}
 	}
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.CallTimeout)
+	ctx, cancel := m.guestContext(ctx)
 	defer cancel()
 	inst, err := m.pool.acquire(ctx)
 	if errors.Is(err, ErrClosed) {
@@ -458,6 +510,8 @@ func (c Config) recycleMark(initBytes uint64) uint64 {
 // makes its successor, keeping the instance's slot meanwhile: the call that
 // grew it has already returned, the pool never holds more instances than
 // its size, and the old memory is unmapped before the new instance exists.
+// newInstance bounds the successor's start-up, so a module whose init
+// hangs holds the slot for at most CallTimeout, and Close waits for it.
 func (m *Module) recycle(inst *instance) {
 	size := inst.mem.Size()
 	inst.close(context.Background())

@@ -16,8 +16,11 @@ type pool struct {
 	closed chan struct{}
 
 	closeOnce sync.Once
-	mu        sync.Mutex
-	idle      []*instance
+	// drained counts the slots drain has taken; only Close touches it.
+	drained int
+
+	mu   sync.Mutex
+	idle []*instance
 }
 
 func newPool(module string, size int, create func(context.Context) (*instance, error)) *pool {
@@ -31,6 +34,13 @@ func (p *pool) acquire(ctx context.Context) (*instance, error) {
 		return nil, ctx.Err()
 	case <-p.closed:
 		return nil, ErrClosed
+	}
+	select {
+	case <-p.closed:
+		// Both were ready: no guest code starts once drain has begun.
+		<-p.slots
+		return nil, ErrClosed
+	default:
 	}
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
@@ -65,17 +75,24 @@ func (p *pool) release(inst *instance) {
 // ErrClosed is returned for calls made after Close began.
 var ErrClosed = errors.New("module is closed")
 
-// drain refuses new calls, waits until none is in flight, then closes
-// every instance: in-flight calls of a module being replaced finish on it.
-func (p *pool) drain(ctx context.Context) error {
+// drain refuses new calls and takes every slot, so that no call or
+// recycling runs on the pool's instances, waiting for those in flight
+// until done is closed (a nil done waits for good). It reports whether it
+// took them all; called again, it waits for the rest.
+func (p *pool) drain(done <-chan struct{}) bool {
 	p.closeOnce.Do(func() { close(p.closed) })
-	for i := 0; i < cap(p.slots); i++ {
+	for ; p.drained < cap(p.slots); p.drained++ {
 		select {
 		case p.slots <- struct{}{}:
-		case <-ctx.Done():
-			return ctx.Err()
+		case <-done:
+			return false
 		}
 	}
+	return true
+}
+
+// closeIdle closes the instances of a drained pool.
+func (p *pool) closeIdle(ctx context.Context) {
 	p.mu.Lock()
 	idle := p.idle
 	p.idle = nil
@@ -83,7 +100,6 @@ func (p *pool) drain(ctx context.Context) error {
 	for _, inst := range idle {
 		inst.close(ctx)
 	}
-	return nil
 }
 
 func (p *pool) observe() {

@@ -1,0 +1,51 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// abortMargin bounds how long guest code runs on once its context has
+// ended (its deadline passed, its caller gave up, or Close aborted it).
+// wazero checks for the end at every loop iteration and before every
+// call into the guest, and the host's blocking functions wait on it: WASI
+// sleeps (sleeper), HTTP requests and their rate budget, and shared state
+// claims. What remains is scheduling, so the margin is generous.
+const abortMargin = 250 * time.Millisecond
+
+// errAborted ends the guest code still running when Close stops waiting
+// for it. It wraps ErrClosed: the caller retries on the module that
+// replaced this one.
+var errAborted = fmt.Errorf("%w: the call was aborted when Close stopped waiting for it", ErrClosed)
+
+// guestContext is the context of one entry into the guest (start
+// functions, the ABI version, init, an export), which its WASI sleeps and
+// host functions share. It ends with ctx, after CallTimeout, or when Close
+// aborts the module's remaining guest code; its cause says which.
+func (m *Module) guestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancelTimeout := context.WithTimeoutCause(ctx, m.cfg.CallTimeout, m.timedOut)
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(m.alive, func() { cancel(errAborted) })
+	return ctx, func() {
+		stop()
+		cancel(nil)
+		cancelTimeout()
+	}
+}
+
+// sleeper is an instance's WASI sleep (poll_oneoff with a clock
+// subscription), which wazero's Nanosleep gives no context. An instance
+// serves one entry into the guest at a time, and each entry points done at
+// its context, so a sleep ends with the entry; WithCloseOnContextDone then
+// stops the guest.
+type sleeper struct{ done <-chan struct{} }
+
+func (s *sleeper) sleep(ns int64) {
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.done:
+	}
+}
