@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -21,17 +22,25 @@ var errAborted = fmt.Errorf("%w: the call was aborted when Close stopped waiting
 
 // guestContext is the context of one entry into the guest (start
 // functions, the ABI version, init, an export), which its WASI sleeps and
-// host functions share. It ends with ctx, after CallTimeout, or when Close
-// aborts the module's remaining guest code; its cause says which.
+// host functions share. It ends with ctx, after CallTimeout (its cause
+// then says so), or when Close aborts the module's remaining guest code
+// (stopCause).
 func (m *Module) guestContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancelTimeout := context.WithTimeoutCause(ctx, m.cfg.CallTimeout, m.timedOut)
-	ctx, cancel := context.WithCancelCause(ctx)
-	stop := context.AfterFunc(m.alive, func() { cancel(errAborted) })
+	ctx, cancel := context.WithTimeoutCause(ctx, m.cfg.CallTimeout, m.timedOut)
+	stop := context.AfterFunc(m.alive, cancel)
 	return ctx, func() {
 		stop()
-		cancel(nil)
-		cancelTimeout()
+		cancel()
 	}
+}
+
+// stopCause says why the guest code running under ctx, a guestContext
+// that ended, was stopped.
+func (m *Module) stopCause(ctx context.Context) error {
+	if errors.Is(ctx.Err(), context.Canceled) && m.alive.Err() != nil {
+		return errAborted
+	}
+	return context.Cause(ctx)
 }
 
 // sleeper is an instance's WASI sleep (poll_oneoff with a clock

@@ -148,8 +148,8 @@ func (i *instance) classify(ctx context.Context, export string, err error) error
 		reason, err = ReasonABIViolation, i.violation
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		reason, err = ReasonTimeout, fmt.Errorf("%w; the instance was stopped", context.Cause(ctx))
-	case errors.Is(context.Cause(ctx), ErrClosed):
-		reason, err = ReasonUnavailable, context.Cause(ctx)
+	case errors.Is(i.owner.stopCause(ctx), ErrClosed):
+		reason, err = ReasonUnavailable, errAborted
 	case ctx.Err() != nil:
 		reason = ReasonCanceled
 	}

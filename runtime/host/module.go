@@ -398,7 +398,7 @@ func (m *Module) instantiate(ctx context.Context) (*instance, error) {
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("instantiating module: start functions stopped: %w", context.Cause(ctx))
+			return nil, fmt.Errorf("instantiating module: start functions stopped: %w", m.stopCause(ctx))
 		}
 		return nil, fmt.Errorf("instantiating module: %w", err)
 	}

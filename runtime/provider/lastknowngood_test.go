@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmtest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -74,6 +76,14 @@ func TestStartWithLastKnownGood(t *testing.T) {
 	good, goodDigest := simcloudModule(t, "simcloud")
 	allGone, allGoneDigest := simcloudModule(t, "allgone")
 	corrupt := []byte("\x00asm but not really a module")
+	// A module whose init never returns: New gives up after the call
+	// timeout, whatever context start has.
+	method := []byte{wasmtest.I32, wasmtest.I32}
+	initHangs := wasmtest.Module{MemoryPages: 1, Funcs: []wasmtest.Func{
+		{Export: abi.ExportABIVersion, Results: []byte{wasmtest.I32}, Body: wasmtest.I32Const(abi.Version)},
+		{Export: abi.ExportAlloc, Params: []byte{wasmtest.I32}, Results: []byte{wasmtest.I32}, Body: wasmtest.I32Const(1024)},
+		{Export: abi.ExportInit, Params: method, Results: []byte{wasmtest.I64}, Body: wasmtest.Seq(wasmtest.LoopForever, wasmtest.I64Const(0))},
+	}}.Bytes()
 	tests := []struct {
 		name                   string
 		recorded               []byte
@@ -89,6 +99,8 @@ func TestStartWithLastKnownGood(t *testing.T) {
 			wantServed: goodDigest, wantShadow: allGoneDigest, wantRecorded: goodDigest},
 		{name: "configured corrupt: the record serves", recorded: good, configured: corrupt,
 			wantServed: goodDigest, wantRecorded: goodDigest, wantEvent: "configured module rejected at start, last-known-good " + goodDigest},
+		{name: "configured init hangs: the record serves", recorded: good, configured: initHangs,
+			wantServed: goodDigest, wantRecorded: goodDigest, wantEvent: "wasmccm_init: module call failed (timeout): ran past the 2s call timeout"},
 		{name: "record damaged: configured serves unshadowed", recorded: good, damaged: true, configured: allGone,
 			wantServed: allGoneDigest, wantEvent: "serves without a shadow period: the last-known-good record could not be read: last-known-good record kube-system/wasmccm-last-known-good is damaged"},
 		{name: "neither can serve", recorded: good, damaged: true, configured: corrupt, wantErr: "is damaged"},
