@@ -401,7 +401,12 @@ func (a *authenticator) apply(req *http.Request) (*http.Request, error) {
 	}
 	if err := a.authenticate(out, g.cred, g.service, g.region); err != nil {
 		err = &AuthError{Credential: g.cred.Name, Err: a.sent.redactError(err)}
-		a.failed(g.cred.Name, err)
+		if req.Context().Err() == nil {
+			// Not when the request ran out of time: a call that ended
+			// while a token exchange was still under way says nothing
+			// of the credential.
+			a.failed(g.cred.Name, err)
+		}
 		return nil, err
 	}
 	return out, nil

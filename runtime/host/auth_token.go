@@ -105,30 +105,31 @@ func (c *tokenCache) get(ctx context.Context, secrets [sha256.Size]byte, fetch f
 			}
 			return nil, fmt.Errorf("%w (not tried again for %s)", err, retry)
 		}
-		done := make(chan struct{})
-		c.fetching = done
+		c.fetching = make(chan struct{})
 		c.mu.Unlock()
-
-		tok, err := c.fetch(fetch)
-
-		c.mu.Lock()
-		c.fetching = nil
-		close(done)
-		if secrets == c.secrets {
-			if err != nil {
-				c.err, c.backoff = err, min(max(2*c.backoff, tokenBackoffMin), tokenBackoffMax)
-				c.retryAt = time.Now().Add(c.backoff)
-			} else {
-				c.token, c.refreshAt, c.obtained, c.err, c.backoff = tok, refreshTime(now, tok.Expiry), time.Now(), nil, 0
-			}
-		}
-		old := c.token
-		c.mu.Unlock()
-		if err != nil && old != nil && time.Now().Before(old.Expiry) {
-			return old, nil // the refresh failed, the token still holds
-		}
-		return tok, err
+		// The exchange runs on its own, so that the caller that started
+		// it waits for it as the others do, no longer than its call may
+		// last; the loop then reads what it left.
+		go c.exchange(now, secrets, fetch)
 	}
+}
+
+// exchange runs one token exchange and records its outcome for the
+// secrets it was started with, then wakes the callers waiting for it.
+func (c *tokenCache) exchange(started time.Time, secrets [sha256.Size]byte, fetch func(context.Context) (*oauth2.Token, error)) {
+	tok, err := c.fetch(fetch)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if secrets == c.secrets {
+		if err != nil {
+			c.err, c.backoff = err, min(max(2*c.backoff, tokenBackoffMin), tokenBackoffMax)
+			c.retryAt = time.Now().Add(c.backoff)
+		} else {
+			c.token, c.refreshAt, c.obtained, c.err, c.backoff = tok, refreshTime(started, tok.Expiry), time.Now(), nil, 0
+		}
+	}
+	close(c.fetching)
+	c.fetching = nil
 }
 
 // reject drops the current token when it is accessToken, which the cloud

@@ -12,9 +12,9 @@ import (
 // wazero checks for the end at every loop iteration and before every
 // call into the guest, and the host's blocking functions wait on it: WASI
 // sleeps (sleeper), HTTP requests and their rate budget, and shared state
-// claims. What remains is scheduling, so the margin is generous. One wait
-// escapes it: an OAuth2 token exchange runs on its own deadline
-// (tokenTimeout), and the call that started it waits for it.
+// claims, and OAuth2 token exchanges, which run on their own deadline but
+// are waited for only until the call's ends. What remains is scheduling,
+// so the margin is generous.
 const abortMargin = 250 * time.Millisecond
 
 // errAborted ends the guest code still running when Close stops waiting

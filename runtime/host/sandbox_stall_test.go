@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
 
@@ -17,10 +21,10 @@ import (
 // and Rust implement time.Sleep, or spin. Every one imports stallImports,
 // so that function indices are fixed.
 const (
-	importPollOneoff uint32 = iota
-	importLog
-	importStateGet
-	importStateDelete
+	stallPollOneoff uint32 = iota
+	stallLog
+	stallStateGet
+	stallStateDelete
 )
 
 var stallImports = []wt.Import{
@@ -46,7 +50,7 @@ func sleep(d time.Duration) []byte {
 	return wt.Seq(
 		wt.StoreBytes(subscriptionAt+24, binary.LittleEndian.AppendUint64(nil, uint64(d))),
 		wt.I32Const(subscriptionAt), wt.I32Const(subscriptionAt+48), wt.I32Const(1), wt.I32Const(subscriptionAt+80),
-		wt.Call(importPollOneoff), wt.Drop,
+		wt.Call(stallPollOneoff), wt.Drop,
 		wt.StoreBytes(subscriptionAt+96, []byte("woke")),
 	)
 }
@@ -55,13 +59,13 @@ func sleep(d time.Duration) []byte {
 // guest's call).
 func logLine(msg string) []byte {
 	return wt.Seq(wt.StoreBytes(messageAt, []byte(msg)),
-		wt.I32Const(int32(abi.LogInfo)), wt.I32Const(messageAt), wt.I32Const(int32(len(msg))), wt.Call(importLog))
+		wt.I32Const(int32(abi.LogInfo)), wt.I32Const(messageAt), wt.I32Const(int32(len(msg))), wt.Call(stallLog))
 }
 
 // ifStateHas runs then when the shared state holds key.
 func ifStateHas(key string, then []byte) []byte {
 	return wt.Seq(wt.StoreBytes(messageAt, []byte(key)),
-		wt.I32Const(messageAt), wt.I32Const(int32(len(key))), wt.I64Const(-1), wt.I32Const(0), wt.Call(importStateGet),
+		wt.I32Const(messageAt), wt.I32Const(int32(len(key))), wt.I64Const(-1), wt.I32Const(0), wt.Call(stallStateGet),
 		wt.I32Const(int32(abi.ErrnoNotFound)), []byte{0x47}, // i32.ne
 		[]byte{0x04, 0x40}, then, []byte{0x0b}) // if ... end
 }
@@ -206,7 +210,7 @@ func TestRecycleWithHangingInitFreesSlot(t *testing.T) {
 	log, hanging := signalOn("init hangs")
 	// The init run after the test sets "hang" hangs, once.
 	initBody := wt.Seq(ifStateHas("hang", wt.Seq(
-		wt.I32Const(messageAt), wt.I32Const(4), wt.Call(importStateDelete),
+		wt.I32Const(messageAt), wt.I32Const(4), wt.Call(stallStateDelete),
 		logLine("init hangs"), sleep(guestSleep))), okEmpty)
 	mod, err := New(context.Background(), stallModule(func(m *wt.Module) {
 		setBody(abi.ExportInit, initBody)(m)
@@ -377,5 +381,47 @@ func TestCloseRacesCalls(t *testing.T) {
 			t.Fatalf("round %d: Close returned with %d instances live", round, n)
 		}
 		calls.Wait()
+	}
+}
+
+// TestTokenExchangeBoundedByCall: a token endpoint that never answers
+// holds a call no longer than its deadline, the call that started the
+// exchange included; the exchange goes on for the calls after it, and a
+// call that ran out of time is not reported as a failed credential.
+func TestTokenExchangeBoundedByCall(t *testing.T) {
+	release := make(chan struct{})
+	var hits atomic.Int32
+	tokens := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer tokens.Close()
+	defer close(release)
+	const timeout = 300 * time.Millisecond
+	dir := secretDir(t, map[string]string{"client-id": "ccm", "client-secret": "pw"})
+	f := newFixture(t, wasmbuild.Go, func(c *Config) {
+		c.CallTimeout = timeout
+		c.Credentials.Dir = dir
+		c.Credentials.Auth = []AuthConfig{{Name: "token", Origins: c.HTTP.AllowedOrigins, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{
+			TokenURL: tokens.URL, ClientIDKey: "client-id", ClientSecretKey: "client-secret"}}}
+		c.Credentials.OnAuthFailure = func(credential string, err error) {
+			t.Errorf("credential %s reported failed when only the call ran out of time: %v", credential, err)
+		}
+	})
+	for i := range 3 {
+		start := time.Now()
+		err := f.mod.Call(context.Background(), abi.ExportInstanceMetadata, &abi.Node{Name: "n"}, &abi.InstanceMetadata{})
+		if err == nil {
+			t.Fatalf("call %d: answered without a token", i)
+		}
+		if took := time.Since(start); took > timeout+abortMargin {
+			t.Fatalf("call %d held its caller %s with a %s deadline: %v", i, took, timeout, err)
+		}
+	}
+	if n := hits.Load(); n != 1 {
+		t.Errorf("%d token requests, want the one exchange the calls shared", n)
 	}
 }
