@@ -34,10 +34,9 @@ type flights struct {
 }
 
 type flight struct {
-	writes    uint64
-	done      chan struct{}
-	resp      *abi.HTTPResponse
-	hostLabel string
+	writes uint64
+	done   chan struct{}
+	sent   sent
 }
 
 // write marks the start or end of a write.
@@ -45,18 +44,19 @@ func (f *flights) write() { f.writes.Add(1) }
 
 // do sends the request through send unless an identical one, begun since
 // the last write ended, is in flight, in which case it waits for and
-// shares that one's response (joined). A shared response is read-only:
-// every instance copies it into its own memory.
-func (f *flights) do(ctx context.Context, key string, send func() (*abi.HTTPResponse, string)) (resp *abi.HTTPResponse, hostLabel string, joined bool) {
+// shares what became of that one (joined), a shadow's refusal included. A
+// shared response is read-only: every instance copies it into its own
+// memory.
+func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent, joined bool) {
 	writes := f.writes.Load()
 	f.mu.Lock()
 	if fl, ok := f.inFlight[key]; ok && fl.writes == writes {
 		f.mu.Unlock()
 		select {
 		case <-fl.done:
-			return fl.resp, fl.hostLabel, true
+			return fl.sent, true
 		case <-ctx.Done():
-			return &abi.HTTPResponse{Error: "timed out waiting for an identical request in flight"}, fl.hostLabel, true
+			return sent{resp: &abi.HTTPResponse{Error: "timed out waiting for an identical request in flight"}, hostLabel: fl.sent.hostLabel}, true
 		}
 	}
 	fl := &flight{writes: writes, done: make(chan struct{})}
@@ -67,14 +67,14 @@ func (f *flights) do(ctx context.Context, key string, send func() (*abi.HTTPResp
 	f.inFlight[key] = fl
 	f.mu.Unlock()
 
-	fl.resp, fl.hostLabel = send()
+	fl.sent = send()
 	f.mu.Lock()
 	if f.inFlight[key] == fl {
 		delete(f.inFlight, key)
 	}
 	f.mu.Unlock()
 	close(fl.done)
-	return fl.resp, fl.hostLabel, false
+	return fl.sent, false
 }
 
 // isRead reports the methods that change nothing in the cloud.

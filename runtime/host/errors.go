@@ -27,19 +27,30 @@ func (e *StatusError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", e.Export, e.Status, e.Message)
 }
 
-// Failure reasons: the module gave no answer.
+// ErrShadowThrottled is the error of a call of a module in shadow during
+// which the rate budget refused at least one of its requests for want of
+// spare room (RateBudget): the host withholds whatever the module answered.
+// It says nothing about the module or the cloud: a rollout leaves the call
+// out of its comparison.
+var ErrShadowThrottled = errors.New("the rate budget had no spare room for a request of this module in shadow; its answer is withheld")
+
+// Failure reasons: the module gave no answer, or the host withheld it.
 const (
 	ReasonTrap         = "trap"
 	ReasonTimeout      = "timeout"
 	ReasonCanceled     = "canceled"
 	ReasonABIViolation = "abi_violation"
 	ReasonUnavailable  = "unavailable"
+	// ReasonShadowThrottled: ErrShadowThrottled. The instance is kept
+	// unless the module itself failed in that call.
+	ReasonShadowThrottled = "shadow_throttled"
 )
 
 // FailureError is a call that produced no answer: the guest trapped, ran
-// past its deadline, broke the ABI, or no instance could be had. It is
-// never a statement about the cloud, so callers must not read "not found"
-// or "does not exist" into it.
+// past its deadline, broke the ABI, or no instance could be had; or, for
+// a module in shadow, the host withheld the answer (ReasonShadowThrottled).
+// It is never a statement about the cloud, so callers must not read "not
+// found" or "does not exist" into it.
 type FailureError struct {
 	Export string
 	Reason string

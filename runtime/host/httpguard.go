@@ -202,29 +202,49 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 }
 
 // do performs req and always answers an HTTPResponse: failures are
-// reported in its Error field so the guest can tell them apart.
+// reported in its Error field so the guest can tell them apart. A shadow's
+// request the rate budget refused, its own or one it joined, is noted in
+// ctx's call (noteShadowRefusal).
 func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResponse {
-	key, coalescable := coalesceKey(req)
-	if !coalescable {
-		resp, _ := h.send(ctx, req)
-		return resp
+	var s sent
+	if key, coalescable := coalesceKey(req); coalescable {
+		var joined bool
+		s, joined = h.flights.do(ctx, key, func() sent { return h.send(ctx, req) })
+		if joined {
+			httpCoalesced.WithLabelValues(h.module, s.hostLabel).Inc()
+		}
+	} else {
+		s = h.send(ctx, req)
 	}
-	resp, hostLabel, joined := h.flights.do(ctx, key, func() (*abi.HTTPResponse, string) { return h.send(ctx, req) })
-	if joined {
-		httpCoalesced.WithLabelValues(h.module, hostLabel).Inc()
+	if s.shadowRefused {
+		noteShadowRefusal(ctx)
 	}
-	return resp
+	return s.resp
+}
+
+// sent is what became of a request: the module's answer, the origin's
+// label, and whether the rate budget refused it for want of spare room
+// because the module is in shadow.
+type sent struct {
+	resp          *abi.HTTPResponse
+	hostLabel     string
+	shadowRefused bool
 }
 
 // send performs req and counts it.
-func (h *httpClient) send(ctx context.Context, req *abi.HTTPRequest) (*abi.HTTPResponse, string) {
+func (h *httpClient) send(ctx context.Context, req *abi.HTTPRequest) sent {
 	if !isRead(req.Method) {
 		h.flights.write()
 		defer h.flights.write()
 	}
-	resp, hostLabel, code := h.roundTrip(ctx, req)
+	// Read once: a promotion during the request must not make a refusal
+	// of the shadow pass for the module in service's.
+	shadow := h.shadow.Load()
+	resp, hostLabel, code := h.roundTrip(ctx, req, shadow)
 	httpRequests.WithLabelValues(h.module, hostLabel, code).Inc()
-	return resp, hostLabel
+	// A shadow's request never waits for the budget (RateBudget), so every
+	// refusal of one is for want of spare room.
+	return sent{resp: resp, hostLabel: hostLabel, shadowRefused: shadow && code == codeThrottled}
 }
 
 // maxResponseHeaderBytes bounds the headers of a cloud response.
@@ -241,7 +261,7 @@ const (
 
 // roundTrip performs req; hostLabel is the allowed origin it went to, as
 // the operator's configuration lists it, or one of the fixed values above.
-func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp *abi.HTTPResponse, hostLabel, code string) {
+func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow bool) (resp *abi.HTTPResponse, hostLabel, code string) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
 		return &abi.HTTPResponse{Error: "invalid URL: " + err.Error()}, hostLabelInvalid, "invalid"
@@ -266,7 +286,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest) (resp 
 	// Only a request the host will send waits for the rate budget, and the
 	// wait is bounded by the call's deadline, not by the request's
 	// timeout, which starts when the request is sent.
-	if refused, code := h.cfg.Budget.wait(ctx, hostLabel, timeout, h.shadow.Load()); refused != nil {
+	if refused, code := h.cfg.Budget.wait(ctx, hostLabel, timeout, shadow); refused != nil {
 		return refused, hostLabel, code
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -436,7 +436,8 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 
 // Call runs export with input in and decodes the payload into out (nil for
 // exports without one). It returns nil, a *StatusError for a non-OK status
-// the module answered, or a *FailureError when the module gave no answer.
+// the module answered, or a *FailureError when the module gave no answer
+// or, in shadow, when the host withheld it (ErrShadowThrottled).
 func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) error {
 	if !m.methods[export] {
 		return &FailureError{Export: export, Reason: ReasonUnavailable, Err: ErrUnsupported}
@@ -444,6 +445,7 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	start := time.Now()
 	ctx, cancel := m.guestContext(ctx)
 	defer cancel()
+	ctx, refusals := m.watchShadowRefusals(ctx)
 	inst, err := m.pool.acquire(ctx)
 	if errors.Is(err, ErrClosed) {
 		// Not a failed call: the module was replaced, and the caller
@@ -464,6 +466,7 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 		default:
 			m.pool.release(inst)
 		}
+		err = refusals.withhold(export, err)
 	}
 	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
 	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -58,6 +59,10 @@ const (
 // next one that is.
 const throttledShadow = "shadow"
 
+// codeThrottled is the code label of a request the budget refused, with
+// the host's 429.
+const codeThrottled = "throttled"
+
 // HeaderThrottled marks the 429 the host answers itself, so that a module
 // or an operator reading a trace can tell it from the cloud's.
 const HeaderThrottled = "Wasmccm-Throttled"
@@ -94,7 +99,10 @@ const maxCloudDelay = time.Hour
 // while the cloud's headers say the quota is low; otherwise it is answered
 // the host's 429 at once, without reserving a later token. With a burst of
 // 1 a shadow's requests are never sent: every token would be the one the
-// module in service needs next.
+// module in service needs next. Whatever the module makes of that 429, the
+// host withholds the answer of the call it came in: Module.Call returns
+// ErrShadowThrottled, so that the host's own refusal never reads as the
+// candidate failing or disagreeing.
 //
 // Each limited origin has a token bucket at the configured rate and
 // burst. A request that would have to wait for a token past its call's
@@ -342,7 +350,7 @@ func later(a, b time.Time) time.Time {
 // wait holds a request to the origin labelled o (origin.String()) until
 // the budget lets it go, and answers nil then. Otherwise it answers what
 // the module gets instead, with the request's code label: a 429
-// ("throttled") when the wait would end later than ctx's deadline less a
+// (codeThrottled) when the wait would end later than ctx's deadline less a
 // margin (the smaller of maxWaitMargin and the request's timeout), or
 // for a shadow's request when there is no spare room now; an error
 // ("timeout") when ctx ends during the wait.
@@ -370,7 +378,7 @@ func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration, 
 			httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
 			r.report(b, now, ThrottledByHost, delay)
 		}
-		return throttledResponse(b.label, delay), "throttled"
+		return throttledResponse(b.label, delay), codeThrottled
 	}
 	httpRateWait.WithLabelValues(b.label).Observe(delay.Seconds())
 	if delay <= 0 {
@@ -423,6 +431,43 @@ func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
 		},
 		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) has no room before this call's deadline; retry after " + secs + "s\n"),
 	}
+}
+
+// shadowRefusalsKey carries a shadow's call's *shadowRefusals in its
+// context.
+type shadowRefusalsKey struct{}
+
+// shadowRefusals records whether the rate budget refused a request of one
+// call of a module in shadow, for want of spare room.
+type shadowRefusals struct{ refused atomic.Bool }
+
+// watchShadowRefusals returns ctx ready to record the refusals of a call
+// of a module in shadow, and nil for one in service, whose requests the
+// budget refuses only past the call's deadline, as the cloud would.
+func (m *Module) watchShadowRefusals(ctx context.Context) (context.Context, *shadowRefusals) {
+	if !m.http.shadow.Load() {
+		return ctx, nil
+	}
+	r := &shadowRefusals{}
+	return context.WithValue(ctx, shadowRefusalsKey{}, r), r
+}
+
+// noteShadowRefusal records a shadow's refused request in ctx's call.
+func noteShadowRefusal(ctx context.Context) {
+	if r, ok := ctx.Value(shadowRefusalsKey{}).(*shadowRefusals); ok {
+		r.refused.Store(true)
+	}
+}
+
+// withhold replaces the outcome of a call in which the budget refused a
+// request: whatever the module answered was shaped by the host's refusal,
+// not by the cloud, so it is no evidence for or against the module. It
+// leaves err as it is for any other call.
+func (r *shadowRefusals) withhold(export string, err error) error {
+	if r == nil || !r.refused.Load() {
+		return err
+	}
+	return &FailureError{Export: export, Reason: ReasonShadowThrottled, Err: ErrShadowThrottled}
 }
 
 // SetShadow marks the module as a candidate in shadow, beside the module in

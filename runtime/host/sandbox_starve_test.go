@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -130,8 +131,8 @@ func TestShadowTakesOnlySpareRoom(t *testing.T) {
 }
 
 // TestSetShadow: a module started in shadow sends nothing where the budget
-// has no spare room; promoted, it waits for its token as the module in
-// service does.
+// has no spare room, and its call's answer is withheld; promoted, it waits
+// for its token as the module in service does.
 func TestSetShadow(t *testing.T) {
 	var sent atomic.Int32
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent.Add(1) }))
@@ -152,7 +153,9 @@ func TestSetShadow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	call()
+	if err := mod.Call(ctx, abi.ExportInstanceShutdown, &abi.Node{}, nil); !errors.Is(err, ErrShadowThrottled) {
+		t.Fatalf("in shadow, with a burst of 1, the call returned %v, want ErrShadowThrottled", err)
+	}
 	if n := sent.Load(); n != 0 {
 		t.Fatalf("in shadow, with a burst of 1, the module sent %d requests", n)
 	}
@@ -161,6 +164,53 @@ func TestSetShadow(t *testing.T) {
 	call()
 	if n := sent.Load(); n != 2 {
 		t.Fatalf("promoted, the module sent %d of 2 requests", n)
+	}
+}
+
+// TestShadowThrottledCallIsWithheld: a call of a module in shadow during
+// which the budget refused one of its requests returns
+// ErrShadowThrottled, with its own reason, although the module answered
+// OK; its instance serves the next call. Calls whose requests went, in
+// shadow or promoted, answer as usual.
+func TestShadowThrottledCallIsWithheld(t *testing.T) {
+	var sent atomic.Int32
+	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent.Add(1) }))
+	defer cloud.Close()
+	// Four tokens and no refill within the test: a shadow may take two,
+	// leaving half the burst.
+	budget, err := NewRateBudget([]RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const name = "withheld"
+	mod, err := New(ctx, requestModule(false, &abi.HTTPRequest{URL: cloud.URL}), Config{Name: name, PoolSize: 1,
+		HTTP: HTTPConfig{AllowedOrigins: []string{cloud.URL}, Budget: budget, Shadow: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	call := func() error { return mod.Call(ctx, abi.ExportInstanceShutdown, &abi.Node{}, nil) }
+	for i := range 2 {
+		if err := call(); err != nil {
+			t.Fatalf("shadow call %d with spare room: %v", i, err)
+		}
+	}
+	first := mod.pool.idle[0]
+	err = call()
+	var failure *FailureError
+	if !errors.Is(err, ErrShadowThrottled) || !errors.As(err, &failure) || failure.Reason != ReasonShadowThrottled {
+		t.Fatalf("shadow call refused a request returned %v, want ErrShadowThrottled with reason %s", err, ReasonShadowThrottled)
+	}
+	if n := sent.Load(); n != 2 {
+		t.Fatalf("%d requests reached the cloud, want the shadow's first 2", n)
+	}
+	if replaced, _ := testutil.GetCounterMetricValue(instancesReplaced.WithLabelValues(name, ReasonShadowThrottled)); replaced != 0 || len(mod.pool.idle) != 1 || mod.pool.idle[0] != first {
+		t.Fatalf("the instance was replaced (%v replacements): a withheld answer says nothing against it", replaced)
+	}
+	mod.SetShadow(false)
+	if err := call(); err != nil || sent.Load() != 3 {
+		t.Fatalf("promoted, the call returned %v with %d requests sent, want its answer and 3", err, sent.Load())
 	}
 }
 

@@ -66,7 +66,8 @@ func TestRateLimitsConfig(t *testing.T) {
 // asked about a Node the listing lacks, the module asks the cloud, and the
 // host answers that request itself: the controllers get api.RetryError,
 // never "gone", the cloud sees one request, and the Pod one Event. A
-// module loaded later, as a reload loads it, spends the same budget.
+// module loaded later, as a reload loads it, spends the same budget: in
+// shadow its call's answer is withheld, promoted it gets RetryAfter.
 func TestThrottledCallIsRetryError(t *testing.T) {
 	cloud := simcloud.New(simcloud.Options{Token: "t"})
 	var sent atomic.Int32
@@ -109,9 +110,13 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	}
 	defer reloaded.Close(context.Background())
 	var exists abi.Bool
+	if err := reloaded.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "node-1"}, &exists); !errors.Is(err, host.ErrShadowThrottled) {
+		t.Fatalf("reloaded module in shadow: %v, want ErrShadowThrottled", err)
+	}
+	setShadow(reloaded, false)
 	var status *host.StatusError
 	if err := reloaded.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "node-1"}, &exists); !errors.As(err, &status) || status.Status != abi.StatusRetryAfter {
-		t.Fatalf("reloaded module: %v, want RetryAfter", err)
+		t.Fatalf("reloaded module promoted: %v, want RetryAfter", err)
 	}
 
 	if n := sent.Load(); n != 1 {

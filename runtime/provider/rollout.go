@@ -60,10 +60,13 @@ type RolloutConfig struct {
 // has run in shadow for Duration (default 2m) and been compared on at
 // least Calls calls (default 20), with at most Concurrency (default 4)
 // shadow calls in flight; shadow calls beyond that are dropped and
-// counted, never queued. Disabled puts a new module in service at once, as
-// plain hot reload does: it is unsafe, since nothing then checks the new
-// module's answers before the controllers act on them (the deletion budget
-// still applies).
+// counted, never queued. A shadow call in which the rate budget had no
+// spare room for one of the candidate's requests (host.ErrShadowThrottled)
+// is not compared either, only counted: with a budget the module in
+// service keeps full (a burst of 1), the candidate waits in shadow.
+// Disabled puts a new module in service at once, as plain hot reload does:
+// it is unsafe, since nothing then checks the new module's answers before
+// the controllers act on them (the deletion budget still applies).
 type ShadowConfig struct {
 	Disabled    bool            `json:"disabled,omitempty"`
 	Duration    metav1.Duration `json:"duration,omitempty"`
@@ -108,7 +111,7 @@ func orDefault[T comparable](v, def T) T {
 
 var shadowCalls = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "module", Name: "shadow_calls_total",
-	Help:           "Calls asked of a candidate module in shadow, by comparison result (agree, benign, destructive, candidate_failed, in_service_failed), or dropped when the shadow concurrency was full.",
+	Help:           "Calls asked of a candidate module in shadow, by comparison result (agree, benign, destructive, candidate_failed, in_service_failed), or not compared: dropped when the shadow concurrency was full, shadow_throttled when the rate budget had no spare room for one of the candidate's requests.",
 	StabilityLevel: metrics.ALPHA,
 }, []string{"result"})
 
@@ -152,6 +155,9 @@ type rollout struct {
 type comparisonStats struct {
 	byVerdict [verdictInServiceFailed + 1]int
 	dropped   int
+	// throttled counts the calls left out because the rate budget refused
+	// one of the candidate's requests (host.ErrShadowThrottled).
+	throttled int
 	first     []disagreement
 }
 
@@ -164,9 +170,9 @@ func (s *comparisonStats) compared() int {
 }
 
 func (s comparisonStats) String() string {
-	return fmt.Sprintf("%d calls compared: %d agreed, %d benign differences, %d destructive, %d failed only on the new module, %d failed only on the module in service; %d shadow calls dropped",
+	return fmt.Sprintf("%d calls compared: %d agreed, %d benign differences, %d destructive, %d failed only on the new module, %d failed only on the module in service; %d shadow calls dropped, %d not compared because the rate budget (http.rateLimits) had no spare room for the new module",
 		s.compared(), s.byVerdict[verdictAgree], s.byVerdict[verdictBenign], s.byVerdict[verdictDestructive],
-		s.byVerdict[verdictCandidateFailed], s.byVerdict[verdictInServiceFailed], s.dropped)
+		s.byVerdict[verdictCandidateFailed], s.byVerdict[verdictInServiceFailed], s.dropped, s.throttled)
 }
 
 // observe sees every answer of the module in service while a rollout is in
@@ -199,8 +205,11 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 
 // shadow asks the candidate the question the module in service answered,
 // with the caller's deadline but not its cancellation (the caller has its
-// answer and may have moved on), and records the comparison.
-func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService answer) {
+// answer and may have moved on), and records the comparison. It reports
+// whether the call was compared: a call in which the rate budget refused
+// the candidate a request is only counted, since the candidate's answer
+// was shaped by the host's refusal and is no evidence either way.
+func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService answer) (compared bool) {
 	ctx := context.WithoutCancel(callerCtx)
 	if deadline, ok := callerCtx.Deadline(); ok {
 		var cancel context.CancelFunc
@@ -210,12 +219,17 @@ func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Messag
 	candidate := answer{out: newAnswer(inService.out)}
 	candidate.err = r.other.Call(ctx, export, in, candidate.out)
 	if errors.Is(candidate.err, host.ErrClosed) {
-		return // the rollout ended meanwhile
+		return false // the rollout ended meanwhile
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if errors.Is(candidate.err, host.ErrShadowThrottled) {
+		shadowCalls.WithLabelValues(host.ReasonShadowThrottled).Inc()
+		r.stats.throttled++
+		return false
 	}
 	v := compareAnswers(export, inService, candidate)
 	shadowCalls.WithLabelValues(v.String()).Inc()
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.stats.byVerdict[v]++
 	if v == verdictDestructive || v == verdictCandidateFailed {
 		r.stats.report(disagreement{
@@ -224,6 +238,7 @@ func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Messag
 			destructive: v == verdictDestructive,
 		})
 	}
+	return true
 }
 
 // report keeps the first maxReported disagreements, destructive ones
@@ -247,7 +262,8 @@ func (s *comparisonStats) report(d disagreement) {
 // its own: it trapped, ran out of time or broke the ABI. Errors the module
 // answered do not count (the old module would have met the same cloud),
 // nor do calls canceled by their caller or refused while the module was
-// being replaced.
+// being replaced, nor a shadow's answer withheld because the rate budget
+// refused it a request (host.ReasonShadowThrottled).
 func isModuleFailure(err error) bool {
 	var failure *host.FailureError
 	if !errors.As(err, &failure) {
@@ -344,11 +360,13 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 // without the probe a candidate that answers "gone" for every Node would
 // pass a shadow period in a healthy cluster, and delete Nodes as soon as
 // they became NotReady. It costs two cloud calls per Node probed, once per
-// rollout.
+// rollout. probedAll is set only if every Node was compared: a Node whose
+// call the rate budget left uncompared was not probed.
 func (c *Cloud) probeNodes(ctx context.Context, r *rollout, limit int) {
 	defer r.probe.Store(2)
 	nodes := c.listNodes()
-	r.probedAll.Store(len(nodes) <= limit)
+	all := len(nodes) <= limit
+	defer func() { r.probedAll.Store(all) }()
 	for i, node := range nodes {
 		if i == limit || c.rollout.Load() != r {
 			return
@@ -356,7 +374,7 @@ func (c *Cloud) probeNodes(ctx context.Context, r *rollout, limit int) {
 		export, in, out := c.existenceQuestion(node)
 		err := (*c.backend.Load()).Call(ctx, export, in, out)
 		r.sem <- struct{}{}
-		r.shadow(ctx, export, in, answer{out, err})
+		all = r.shadow(ctx, export, in, answer{out, err}) && all
 		<-r.sem
 	}
 }

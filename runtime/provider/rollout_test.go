@@ -73,13 +73,18 @@ func simcloudGrants(t testing.TB) (*simcloud.Cloud, func(*Config)) {
 	}
 }
 
-func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig) *rolloutEnv {
+// newRolloutEnv's mutate, if any, changes the cloud-config after the
+// grants are in it.
+func newRolloutEnv(t testing.TB, nodes int, rollout RolloutConfig, mutate ...func(*Config)) *rolloutEnv {
 	t.Helper()
 	cloud, grants := simcloudGrants(t)
 	wasm, digest := simcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		grants(cfg)
 		cfg.Module.Rollout = rollout
+		for _, m := range mutate {
+			m(cfg)
+		}
 	})
 	client := fake.NewClientset()
 	e := &rolloutEnv{c: c, cloud: cloud, client: client, instances: map[string]string{}, digest: digest}

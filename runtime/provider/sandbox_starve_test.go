@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -45,5 +46,78 @@ func TestCandidateYieldsRateBudgetUntilPromoted(t *testing.T) {
 		if len(inService.shadow) != 0 {
 			t.Errorf("the module in service was told %v; it must keep its place in the budget", inService.shadow)
 		}
+	}
+}
+
+// TestShadowThrottledIsNotAFailure: the module in service and a benign
+// candidate share a limited origin. With a burst of 1 the budget never has
+// spare room, so every request of the candidate gets the host's 429 and it
+// answers RetryAfter: those calls are not compared, neither failures nor
+// disagreements, and the candidate is neither rejected nor promoted on no
+// evidence; it waits in shadow. With room to spare, the same candidate is
+// compared and promoted.
+func TestShadowThrottledIsNotAFailure(t *testing.T) {
+	limit := func(burst int) func(*Config) {
+		return func(cfg *Config) {
+			cfg.HTTP.RateLimits = []host.RateLimit{{Origin: cfg.HTTP.AllowedOrigins[0], PerSecond: 1000, Burst: burst}}
+		}
+	}
+
+	e := newRolloutEnv(t, 3, fastShadow, limit(1))
+	next := e.replace(t, "relabel")
+	shadow := e.c.rollout.Load()
+	for range 2 {
+		e.existsAll(t)
+	}
+	e.poll(t, "the end of the shadow period", func() bool { return e.c.rollout.Load() != shadow || shadow.waitReported })
+	seen := statsOf(shadow)
+	if e.c.candidate() != next || e.c.served.Digest != e.digest || e.c.rejected != "" {
+		t.Fatalf("candidate %q, in service %q, rejected %q after %s; want the candidate still in shadow",
+			e.c.candidate(), e.c.served.Digest, e.c.rejected, seen)
+	}
+	if seen.compared() != 0 || seen.throttled == 0 {
+		t.Fatalf("comparison %s: want every call of the candidate left out as throttled", seen)
+	}
+	t.Logf("with burst 1: %s", seen)
+
+	e = newRolloutEnv(t, 3, fastShadow, limit(1000))
+	next = e.replace(t, "relabel")
+	shadow = e.c.rollout.Load()
+	for range 2 {
+		e.existsAll(t)
+	}
+	e.poll(t, "promotion", func() bool { return e.c.served.Digest == next })
+	if seen := statsOf(shadow); seen.throttled != 0 || seen.byVerdict[verdictAgree] == 0 {
+		t.Fatalf("comparison %s with room to spare: want agreements and nothing throttled", seen)
+	}
+}
+
+// throttledBackend is a candidate whose every call the rate budget left
+// without room, as host.Module reports it.
+type throttledBackend struct{ shadowRecorder }
+
+func (*throttledBackend) Call(_ context.Context, export string, _, _ abi.Message) error {
+	return &host.FailureError{Export: export, Reason: host.ReasonShadowThrottled, Err: host.ErrShadowThrottled}
+}
+
+// TestThrottledProbeIsNoEvidence: the probe of the Nodes at the end of the
+// shadow period counts a Node as probed only if it was compared, so a
+// candidate the budget left no room to answer about any Node is not
+// promoted on the strength of one call compared elsewhere: that probe is
+// what keeps a module calling every Node gone out of service.
+func TestThrottledProbeIsNoEvidence(t *testing.T) {
+	e := newRolloutEnv(t, 3, fastShadow)
+	e.c.startRollout(&throttledBackend{}, modulefile.File{Digest: "candidate"})
+	r := e.c.rollout.Load()
+	r.mu.Lock()
+	r.stats.byVerdict[verdictAgree] = 1
+	r.mu.Unlock()
+	e.poll(t, "the end of the probe", func() bool { return r.waitReported || e.c.rollout.Load() != r })
+	seen := statsOf(r)
+	if e.c.rollout.Load() != r || e.c.served.Digest != e.digest {
+		t.Fatalf("in service %q after %s: want the candidate still in shadow", e.c.served.Digest, seen)
+	}
+	if seen.throttled != len(e.nodes) {
+		t.Fatalf("comparison %s: want the %d probe calls left out as throttled", seen, len(e.nodes))
 	}
 }
