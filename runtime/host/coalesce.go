@@ -44,7 +44,8 @@ func (f *flights) write() { f.writes.Add(1) }
 
 // do sends the request through send unless an identical one, begun since
 // the last write ended, is in flight, in which case it waits for and
-// shares what became of that one (joined), a shadow's refusal included. A
+// shares what became of that one (joined), a shadow's refusal included,
+// unless ctx ends first. A
 // shared response is read-only: every instance copies it into its own
 // memory.
 func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent, joined bool) {
@@ -56,7 +57,9 @@ func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent,
 		case <-fl.done:
 			return fl.sent, true
 		case <-ctx.Done():
-			return sent{resp: &abi.HTTPResponse{Error: "timed out waiting for an identical request in flight"}, hostLabel: fl.sent.hostLabel}, true
+			// Not joined: the flight's outcome is not this caller's, and
+			// is still being written.
+			return sent{resp: &abi.HTTPResponse{Error: "timed out waiting for an identical request in flight"}}, false
 		}
 	}
 	fl := &flight{writes: writes, done: make(chan struct{})}
