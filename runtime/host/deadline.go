@@ -11,9 +11,9 @@ import (
 // ended (its deadline passed, its caller gave up, or Close aborted it).
 // wazero checks for the end at every loop iteration and before every
 // call into the guest, and the host's blocking functions wait on it: WASI
-// sleeps (sleeper), HTTP requests and their rate budget, and shared state
-// claims, and OAuth2 token exchanges, which run on their own deadline but
-// are waited for only until the call's ends. What remains is scheduling,
+// sleeps (sleeper), HTTP requests and their rate budget, shared state
+// claims, and OAuth2 token exchanges (which run on their own deadline but
+// are waited for only until the call's ends). What remains is scheduling,
 // so the margin is generous.
 const abortMargin = 250 * time.Millisecond
 
