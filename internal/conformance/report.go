@@ -8,65 +8,60 @@ import (
 	"time"
 )
 
-// Rules the suite checks. A failure always names one.
+// Rules the suite checks. A failure always names one. Rules describes
+// each, and modules/README.md's rules table is made from it.
 const (
-	// RuleCapabilities: the module validates, and the capabilities it
-	// exports answer something other than NotImplemented.
-	RuleCapabilities = "capabilities"
-	// RuleInstances: InstanceExists and InstanceMetadata agree with the
-	// test spec.
-	RuleInstances = "instances"
-	// RuleNeverGoneOnDoubt: under a fault, never InstanceExists=false,
-	// never "instance not found", never "load balancer does not exist".
-	RuleNeverGoneOnDoubt = "never-gone-on-doubt"
-	// RuleGoneConfirmed: InstanceExists=false comes from what the cloud
-	// answered in that call, never from what the module kept of an
-	// earlier one: a snapshot may predate the instance, or miss it.
-	RuleGoneConfirmed = "gone-confirmed"
-	// RuleRetryAfter: a 429 from the cloud surfaces as RetryAfter.
-	RuleRetryAfter = "retry-after-on-429"
-	// RuleNoCredentialLeak: no credential value in a log line, an error,
-	// a result or a request URL.
-	RuleNoCredentialLeak = "no-credential-leak"
-	// RuleRawCredentials reports the credentials the module read raw
-	// through the credential import, which only credentials.readable
-	// allows: each is a secret the module held. It never fails by itself:
-	// readable is the operator's choice, and a leak fails
-	// RuleNoCredentialLeak.
-	RuleRawCredentials = "raw-credentials"
-	// RuleLBLifecycle: ensure, get, update, delete, get, delete again.
-	RuleLBLifecycle = "lb-lifecycle"
-	// RuleLBIdempotent: ensuring an existing load balancer creates
-	// nothing (no POST to a collection) and answers the same status.
-	RuleLBIdempotent = "lb-idempotent"
-	// RuleLBDeleteConfirmed: under a fault, EnsureLoadBalancerDeleted
-	// reports success only when the cloud itself answered a destroying
-	// request (a DELETE, or a POST to a delete action) with a 2xx, or
-	// said the load balancer was already gone (404, 410).
-	RuleLBDeleteConfirmed = "lb-delete-confirmed"
-	// RuleNeverShutdownOnDoubt: under a fault, InstanceShutdown (and
-	// InstanceShutdownByProviderID) never answers true for an instance
-	// the cloud says is running: the Node would be tainted shut down.
-	RuleNeverShutdownOnDoubt = "never-shutdown-on-doubt"
-	// RuleRoutes: CreateRoute, ListRoutes and DeleteRoute of a test route
-	// to the first existing Node agree with each other.
-	RuleRoutes = "routes"
-	// RuleRoutesCompleteOnDoubt: under a fault, ListRoutes either fails
-	// or lists every route, with its target and not blackholed: a route
-	// missing is created again, a blackholed or moved one is deleted.
+	RuleCapabilities          = "capabilities"
+	RuleInstances             = "instances"
+	RuleGoneConfirmed         = "gone-confirmed"
+	RuleNeverGoneOnDoubt      = "never-gone-on-doubt"
+	RuleNeverShutdownOnDoubt  = "never-shutdown-on-doubt"
+	RuleRetryAfter            = "retry-after-on-429"
+	RuleLBLifecycle           = "lb-lifecycle"
+	RuleLBIdempotent          = "lb-idempotent"
+	RuleLBDeleteConfirmed     = "lb-delete-confirmed"
+	RuleLBListOwn             = "lb-list-own"
+	RuleLBListComplete        = "lb-list-complete-on-doubt"
+	RuleLBListConsistent      = "lb-list-consistent"
+	RuleRoutes                = "routes"
 	RuleRoutesCompleteOnDoubt = "routes-complete-on-doubt"
-	// RuleRouteDeleteConfirmed: under a fault, DeleteRoute reports
-	// success only with the cloud's word, as RuleLBDeleteConfirmed.
-	RuleRouteDeleteConfirmed = "route-delete-confirmed"
-	// RuleLimitedCredential: with the spec's limitedCredentials (fewer
-	// permissions), whatever the cloud refuses is never answered as gone,
-	// not found, shut down or deleted.
-	RuleLimitedCredential = "limited-credential"
+	RuleRouteDeleteConfirmed  = "route-delete-confirmed"
+	RuleLimitedCredential     = "limited-credential"
+	RuleNoCredentialLeak      = "no-credential-leak"
+	RuleRawCredentials        = "raw-credentials"
 
 	// FaultChecks classes the passing check of one call under one fault,
-	// which kept every rule above.
+	// which kept every rule.
 	FaultChecks = "faults"
 )
+
+// RuleInfo is a rule and what it checks, in Markdown, as the rules table
+// of modules/README.md shows it.
+type RuleInfo struct{ Name, Checks string }
+
+// Rules is every rule the suite checks, in the order of the docs' table.
+// TestRulesTable fails when modules/README.md's table differs, and when a
+// rule here is one the suite never checks.
+var Rules = []RuleInfo{
+	{RuleCapabilities, "the module validates; a capability it exports does not answer NotImplemented"},
+	{RuleInstances, "`InstanceExists`, `InstanceMetadata`, `InstanceShutdown` and `GetZoneByProviderID` agree with the spec"},
+	{RuleGoneConfirmed, "an instance answered gone is gone by the cloud's answer in that call, not by what the module kept: a snapshot may predate the instance, or miss it"},
+	{RuleNeverGoneOnDoubt, "under a fault, `InstanceExists` (and `InstanceExistsByProviderID`) false, NotFound from `InstanceMetadata`, `InstanceShutdown`, `InstanceID` or `GetZoneByProviderID`, and `GetLoadBalancer` exists=false come only with the cloud's own 404 or 410 for that instance or load balancer in the same call"},
+	{RuleNeverShutdownOnDoubt, "under a fault, `InstanceShutdown` (and `InstanceShutdownByProviderID`) never answers true for an instance the cloud says is running"},
+	{RuleRetryAfter, "a call that fails after a 429 answers RetryAfter"},
+	{RuleLBLifecycle, "delete leftovers, get (absent), ensure (ingress), get (same status), update targets, delete, get (absent), delete again (success)"},
+	{RuleLBIdempotent, "ensuring an existing load balancer sends no create-like request (a POST to a collection, such as `POST /v1/lbs` once `/v1/lbs/lb-1` was seen; a POST to an object or its actions is an update), also under faults, and answers the same status"},
+	{RuleLBDeleteConfirmed, "under a fault, `EnsureLoadBalancerDeleted` reports success only when the cloud itself answered a destroying request with a 2xx, or said the load balancer was already gone (404, 410)"},
+	{RuleLBListOwn, "`ListLoadBalancers` names only this cluster's load balancers, each with its Service UID: never the one the suite made for another cluster, nor one the spec lists as `foreign`, clean or under a fault"},
+	{RuleLBListComplete, "under a fault, `ListLoadBalancers` fails or lists every load balancer of the clean listing, never a shorter list"},
+	{RuleLBListConsistent, "`ListLoadBalancers` lists every load balancer `EnsureLoadBalancer` made for this cluster, named as `GetLoadBalancerName` answers and with its Service's UID, and not one `EnsureLoadBalancerDeleted` removed"},
+	{RuleRoutes, "create a route, list it (with its target), create it again (success), delete it, list it (absent)"},
+	{RuleRoutesCompleteOnDoubt, "under a fault, `ListRoutes` fails or lists every route, with its target and not blackholed"},
+	{RuleRouteDeleteConfirmed, "under a fault, `DeleteRoute` reports success only with the cloud's word, as `lb-delete-confirmed`"},
+	{RuleLimitedCredential, "with `limitedCredentials`, no destructive answer to what the cloud refuses"},
+	{RuleNoCredentialLeak, "no secret of the module's credentials in its log lines, errors, results or request URLs"},
+	{RuleRawCredentials, "reports (never fails) which credentials the module read raw through `credentials.readable`"},
+}
 
 // Result is one check.
 type Result struct {

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,6 +95,58 @@ type SpecLoadBalancer struct {
 	// Port and NodePort of its one TCP port; default 80 and 30080.
 	Port     int32 `json:"port,omitempty"`
 	NodePort int32 `json:"nodePort,omitempty"`
+	// List configures the checks of ListLoadBalancers, which run when
+	// the module exports it (wasmccm_list_load_balancers).
+	List SpecLoadBalancerList `json:"list,omitempty"`
+}
+
+// SpecLoadBalancerList configures the lister checks. The suite creates
+// the test load balancer and Seed more for this cluster (the cloud-config's
+// clusterName, "kubernetes" by default, as the CCM's --cluster-name), and
+// one for OtherCluster, through the module itself; it lists this cluster's,
+// clean and under every fault, and deletes them all at the end.
+type SpecLoadBalancerList struct {
+	// Seed is how many load balancers, besides the test one, the suite
+	// creates for this cluster: enough that the listing spans more than
+	// one page of your cloud's API makes faults hit a later page too.
+	// Default 2. Their Services are the test Service's name with -1,
+	// -2, ... appended.
+	Seed *int `json:"seed,omitempty"`
+	// OtherCluster is the cluster the suite also creates a load balancer
+	// for, which this cluster's listing must never name.
+	OtherCluster SpecOtherCluster `json:"otherCluster,omitempty"`
+	// Foreign names load balancers that exist in the test cloud and that
+	// this cluster's listing must never name: made by hand, by another
+	// tool or cluster, or without the tags your module writes. Create
+	// them before the run; the suite never changes them.
+	Foreign []string `json:"foreign,omitempty"`
+}
+
+// SpecOtherCluster is how the suite runs the module for another cluster in
+// the same cloud account.
+type SpecOtherCluster struct {
+	// ClusterName is the other cluster's; default
+	// wasmccm-conformance-other.
+	ClusterName string `json:"clusterName,omitempty"`
+	// ProviderConfig, when set, replaces the cloud-config's
+	// providerConfig for the other cluster: for a module that takes its
+	// cluster's identity from its configuration (aws's clusterID) rather
+	// than from the cluster name.
+	ProviderConfig json.RawMessage `json:"providerConfig,omitempty"`
+}
+
+func (l SpecLoadBalancerList) seed() int {
+	if l.Seed == nil {
+		return 2
+	}
+	return *l.Seed
+}
+
+func (o SpecOtherCluster) name() string {
+	if o.ClusterName == "" {
+		return "wasmccm-conformance-other"
+	}
+	return o.ClusterName
 }
 
 // ReadSpec reads and checks a test-spec file.
@@ -118,6 +171,9 @@ func ReadSpec(path string) (*Spec, error) {
 			return nil, fmt.Errorf("test spec %s: nodes[%d].expectError is %q; want one of %s", path, i, n.ExpectError, strings.Join(statuses, ", "))
 		}
 	}
+	if n := s.LoadBalancer.List.Seed; n != nil && *n < 0 {
+		return nil, fmt.Errorf("test spec %s: loadBalancer.list.seed is %d; want 0 or more", path, *n)
+	}
 	if lc := s.LimitedCredentials; lc != nil {
 		if lc.Dir == "" {
 			return nil, fmt.Errorf("test spec %s: limitedCredentials has no dir", path)
@@ -139,7 +195,8 @@ func specFields(t reflect.Type, prefix string) []string {
 			continue
 		}
 		ft := f.Type
-		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice {
+		// A []byte (json.RawMessage) is a value, not a list.
+		for ft.Kind() == reflect.Pointer || ft.Kind() == reflect.Slice && ft.Elem().Kind() != reflect.Uint8 {
 			if ft.Kind() == reflect.Slice {
 				name += "[]"
 			}
@@ -154,14 +211,23 @@ func specFields(t reflect.Type, prefix string) []string {
 	return fields
 }
 
+// service is the test Service.
 func (s *Spec) service() abi.Service {
-	lb := s.LoadBalancer
-	ns, name := lb.Namespace, lb.Name
-	if ns == "" {
-		ns = "wasmccm-conformance"
-	}
+	name := s.LoadBalancer.Name
 	if name == "" {
 		name = "lb"
+	}
+	return s.serviceNamed(name)
+}
+
+// serviceNamed is the test Service renamed, in the test Service's
+// namespace; its UID derives from its namespace and name, so a rerun finds
+// and deletes what an interrupted run left.
+func (s *Spec) serviceNamed(name string) abi.Service {
+	lb := s.LoadBalancer
+	ns := lb.Namespace
+	if ns == "" {
+		ns = "wasmccm-conformance"
 	}
 	port, nodePort := lb.Port, lb.NodePort
 	if port == 0 {

@@ -24,12 +24,14 @@
 package conformance
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -61,7 +63,7 @@ type Options struct {
 // Run runs every check. An error means the module could not be run at all.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	start := time.Now()
-	r := &runner{ctx: ctx, spec: opts.Spec, ic: NewInterceptor(opts.Secrets), secrets: opts.Secrets,
+	r := &runner{ctx: ctx, spec: opts.Spec, wasm: opts.Wasm, cluster: cmp.Or(opts.Host.ClusterName, "kubernetes"), ic: NewInterceptor(opts.Secrets), secrets: opts.Secrets,
 		report: &Report{Module: opts.Name, secrets: opts.Secrets}}
 	r.ic.SetRate(opts.Rate)
 	defer func() { r.report.Throttled = r.ic.Throttled() }()
@@ -81,6 +83,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r.pass(RuleCapabilities, "module validates: exports "+strings.Join(caps, ", "))
 
 	cfg := opts.Host
+	cfg.ClusterName = r.cluster
 	cfg.PoolSize = 1
 	cfg.HTTP.Wrap = r.ic.Wrap
 	cfg.Log = r.logLine
@@ -89,7 +92,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("starting the module: %w", err)
 	}
 	defer mod.Close(context.WithoutCancel(ctx))
-	r.mod, r.info = mod, info
+	r.mod, r.info, r.cfg = mod, info, cfg
 	if lc := r.spec.LimitedCredentials; lc != nil {
 		limited := cfg
 		limited.Credentials.Dir = lc.Dir
@@ -110,6 +113,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.skip(RuleLBLifecycle, "LoadBalancer", "loadBalancer.skip is set in the test spec")
 	} else {
 		r.loadBalancer()
+		r.loadBalancerList()
 	}
 	if !info.Supports(abi.CapabilityRoutes) {
 		r.skip(RuleRoutes, "Routes", "the module does not export Routes")
@@ -135,6 +139,12 @@ type runner struct {
 	ctx  context.Context
 	mod  *host.Module
 	info host.Info
+	// wasm and cfg start the module again, for another cluster.
+	wasm []byte
+	cfg  host.Config
+	// cluster is the cluster name the module runs for: its init's and
+	// every call's.
+	cluster string
 	// limited runs the module with the spec's limited credentials.
 	limited *host.Module
 	spec    *Spec
@@ -437,16 +447,17 @@ func (r *runner) instanceChecks(sn SpecNode, node abi.Node, label string) bool {
 	s := shutdown()
 	r.check(RuleInstances, "InstanceShutdown"+label, sn.judgeShutdown(s), s)
 
-	r.underFaults("InstanceExists"+label, e, exists, nil, existsJudge("InstanceExists"))
-	r.underFaults("InstanceMetadata"+label, m, meta, nil, notFoundJudge("InstanceMetadata"))
-	r.underFaults("InstanceShutdown"+label, s, shutdown, nil, shutdownJudge("InstanceShutdown", s))
+	ids := instanceIDs(node)
+	r.underFaults("InstanceExists"+label, e, exists, nil, existsJudge("InstanceExists", ids))
+	r.underFaults("InstanceMetadata"+label, m, meta, nil, notFoundJudge("InstanceMetadata", ids))
+	r.underFaults("InstanceShutdown"+label, s, shutdown, nil, shutdownJudge("InstanceShutdown", s, ids))
 
 	if node.ProviderID != "" && r.info.Supports(abi.CapabilityZones) {
 		pid := abi.String(node.ProviderID)
 		zone := func() *outcome { return r.call(abi.ExportGetZoneByProviderID, &pid, newZone) }
 		z := zone()
 		r.check(RuleInstances, "GetZoneByProviderID"+label, sn.judgeZone(z), z)
-		r.underFaults("GetZoneByProviderID"+label, z, zone, nil, notFoundJudge("GetZoneByProviderID"))
+		r.underFaults("GetZoneByProviderID"+label, z, zone, nil, notFoundJudge("GetZoneByProviderID", ids))
 	}
 	if r.info.Supports(abi.CapabilityInstances) {
 		r.legacyInstanceChecks(sn, node, label)
@@ -457,13 +468,14 @@ func (r *runner) instanceChecks(sn SpecNode, node abi.Node, label string) bool {
 // legacyInstanceChecks checks the Instances (v1) methods whose answers
 // delete or taint a Node, under every fault.
 func (r *runner) legacyInstanceChecks(sn SpecNode, node abi.Node, label string) {
+	ids := instanceIDs(node)
 	if node.ProviderID != "" {
 		pid := abi.String(node.ProviderID)
 		exists := func() *outcome { return r.call(abi.ExportInstanceExistsByProviderID, &pid, newBool) }
 		shutdown := func() *outcome { return r.call(abi.ExportInstanceShutdownByProviderID, &pid, newBool) }
 		e, s := exists(), shutdown()
-		r.underFaults("InstanceExistsByProviderID"+label, e, exists, nil, existsJudge("InstanceExistsByProviderID"))
-		r.underFaults("InstanceShutdownByProviderID"+label, s, shutdown, nil, shutdownJudge("InstanceShutdownByProviderID", s))
+		r.underFaults("InstanceExistsByProviderID"+label, e, exists, nil, existsJudge("InstanceExistsByProviderID", ids))
+		r.underFaults("InstanceShutdownByProviderID"+label, s, shutdown, nil, shutdownJudge("InstanceShutdownByProviderID", s, ids))
 	}
 	name := abi.String(node.Name)
 	id := func() *outcome { return r.call(abi.ExportInstanceID, &name, newString) }
@@ -471,36 +483,43 @@ func (r *runner) legacyInstanceChecks(sn SpecNode, node abi.Node, label string) 
 	if o.status == abi.StatusNotImplemented {
 		return
 	}
-	r.underFaults("InstanceID"+label, o, id, nil, notFoundJudge("InstanceID"))
+	r.underFaults("InstanceID"+label, o, id, nil, notFoundJudge("InstanceID", ids))
 }
 
-// existsJudge: under a fault, never false (the Node is deleted).
-func existsJudge(method string) func(Fault, *outcome) (string, string) {
+// existsJudge: under a fault, never false (the Node is deleted) without
+// the cloud's own word that the instance is gone.
+func existsJudge(method string, ids []string) func(Fault, *outcome) (string, string) {
 	return func(f Fault, o *outcome) (string, string) {
 		if o.ok() && !bool(*o.out.(*abi.Bool)) {
-			return RuleNeverGoneOnDoubt, method + " answered false, which deletes the Node, though the cloud never said the instance is gone"
+			if why := goneUnconfirmed(o, ids); why != "" {
+				return RuleNeverGoneOnDoubt, method + " answered false, which deletes the Node. " + why
+			}
 		}
 		return retryRule(f, o)
 	}
 }
 
 // notFoundJudge: under a fault, never NotFound (cloudprovider.InstanceNotFound,
-// on which the node lifecycle controller deletes the Node).
-func notFoundJudge(method string) func(Fault, *outcome) (string, string) {
+// on which the node lifecycle controller deletes the Node) without the
+// cloud's own word that the instance is gone.
+func notFoundJudge(method string, ids []string) func(Fault, *outcome) (string, string) {
 	return func(f Fault, o *outcome) (string, string) {
 		if o.status == abi.StatusNotFound {
-			return RuleNeverGoneOnDoubt, method + " answered NotFound (\"instance not found\") though the cloud never said the instance is gone"
+			if why := goneUnconfirmed(o, ids); why != "" {
+				return RuleNeverGoneOnDoubt, method + " answered NotFound (\"instance not found\"), on which the Node is deleted. " + why
+			}
 		}
 		return retryRule(f, o)
 	}
 }
 
-// shutdownJudge: under a fault, never NotFound, and never shut down when
-// the clean call said running (the Node is tainted and its pods evicted).
-func shutdownJudge(method string, clean *outcome) func(Fault, *outcome) (string, string) {
+// shutdownJudge: under a fault, never NotFound without the cloud's word,
+// and never shut down when the clean call said running (the Node is
+// tainted and its pods evicted).
+func shutdownJudge(method string, clean *outcome, ids []string) func(Fault, *outcome) (string, string) {
 	running := clean.ok() && !bool(*clean.out.(*abi.Bool))
 	return func(f Fault, o *outcome) (string, string) {
-		if rule, why := notFoundJudge(method)(f, o); rule == RuleNeverGoneOnDoubt {
+		if rule, why := notFoundJudge(method, ids)(f, o); rule == RuleNeverGoneOnDoubt {
 			return rule, why
 		}
 		if running && o.ok() && bool(*o.out.(*abi.Bool)) {
@@ -508,6 +527,71 @@ func shutdownJudge(method string, clean *outcome) func(Fault, *outcome) (string,
 		}
 		return retryRule(f, o)
 	}
+}
+
+// instanceIDs are what names a Node's instance in a request: the Node's
+// name, its provider ID and the provider ID's last part (i-0001 of
+// aws:///us-east-1a/i-0001).
+func instanceIDs(node abi.Node) []string {
+	ids := []string{node.Name}
+	if pid := node.ProviderID; pid != "" {
+		ids = append(ids, pid)
+		if last := pid[strings.LastIndex(pid, "/")+1:]; last != "" && last != pid {
+			ids = append(ids, last)
+		}
+	}
+	return ids
+}
+
+// names reports whether the request ex names one of ids, as a segment of
+// its path or a value of its query.
+func names(ex Exchange, ids []string) bool {
+	u, err := url.Parse(ex.URL)
+	if err != nil {
+		return false
+	}
+	parts := strings.Split(u.Path, "/")
+	for _, vs := range u.Query() {
+		parts = append(parts, vs...)
+	}
+	return slices.ContainsFunc(parts, func(p string) bool { return p != "" && slices.Contains(ids, p) })
+}
+
+// cloudSaidGone reports whether the cloud itself, not the suite, answered
+// ex with 404 or 410: its word that what ex asked for is gone. The suite
+// never injects either.
+func cloudSaidGone(ex Exchange) bool {
+	return ex.Err == "" && ex.Injected == "" && (ex.Status == 404 || ex.Status == 410)
+}
+
+// goneUnconfirmed judges an answer that says the object named by ids is
+// gone, by the rule the docs give: it must rest on the cloud's own 404 or
+// 410 to a request for that object in the same call. It returns "" when
+// the call has that evidence, else the rule and the evidence the suite
+// saw, for the failure message.
+func goneUnconfirmed(o *outcome, ids []string) string {
+	var other []string
+	for _, ex := range o.trace {
+		if !cloudSaidGone(ex) {
+			continue
+		}
+		if names(ex, ids) {
+			return ""
+		}
+		other = append(other, fmt.Sprintf("%d to %s %s", ex.Status, ex.Method, ex.URL))
+	}
+	why := "Rule: an answer of \"gone\" needs the cloud's own 404 or 410, in the same call, to a request naming it (" + strings.Join(ids, ", ") + "). Seen: "
+	if len(other) == 0 {
+		why += "the cloud answered no request of the call with 404 or 410"
+	} else {
+		why += "the cloud's " + strings.Join(other, "; ") + ", which name none of these"
+	}
+	for i, ex := range o.trace {
+		if ex.Injected != "" {
+			why += fmt.Sprintf("; the suite injected %s into request %d", ex.Injected, i+1)
+		}
+	}
+	return why
 }
 
 // judgeError compares a call of a Node with expectError with the spec.
@@ -601,7 +685,7 @@ func (r *runner) loadBalancer() {
 	svc := r.spec.service()
 	nodes := r.spec.targets()
 	req := func(nodes []abi.Node) *abi.LoadBalancerRequest {
-		return &abi.LoadBalancerRequest{ClusterName: "kubernetes", Service: svc, Nodes: nodes}
+		return &abi.LoadBalancerRequest{ClusterName: r.cluster, Service: svc, Nodes: nodes}
 	}
 	get := func() *outcome { return r.call(abi.ExportGetLoadBalancer, req(nil), newGetResult) }
 	ensure := func() *outcome { return r.call(abi.ExportEnsureLoadBalancer, req(nodes), newStatus) }
@@ -656,12 +740,7 @@ func (r *runner) loadBalancer() {
 	}
 	r.check(RuleLBIdempotent, "EnsureLoadBalancer again: same status, nothing created", why, again)
 
-	r.underFaults("GetLoadBalancer", o, get, nil, func(f Fault, o *outcome) (string, string) {
-		if o.ok() && !o.out.(*abi.GetLoadBalancerResult).Exists {
-			return RuleNeverGoneOnDoubt, "GetLoadBalancer answered exists=false for a load balancer that exists"
-		}
-		return retryRule(f, o)
-	})
+	r.underFaults("GetLoadBalancer", o, get, nil, lbGoneJudge(r.lbIDs(svc)))
 	r.underFaults("EnsureLoadBalancer", again, ensure, nil, func(f Fault, o *outcome) (string, string) {
 		if creates := r.creates(o); len(creates) > 0 {
 			return RuleLBIdempotent, "EnsureLoadBalancer of an existing load balancer sent create-like requests under a fault (" + strings.Join(creates, ", ") + "): a duplicate"
@@ -698,10 +777,227 @@ func (r *runner) loadBalancer() {
 	r.underFaults("EnsureLoadBalancerDeleted", cleanDelete, del, restore, deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted",
 		"the load balancer may still exist and the Service's finalizer would be removed"))
 	if r.limited != nil {
-		o := r.limitedCall(del)
+		o := r.with(r.limited, del)
 		r.check(RuleLimitedCredential, "EnsureLoadBalancerDeleted with the limited credentials",
 			verdict(deleteJudge(RuleLimitedCredential, "EnsureLoadBalancerDeleted", "the load balancer may still exist and the Service's finalizer would be removed"), o), o)
 	}
+}
+
+// lbGoneJudge: under a fault, GetLoadBalancer never answers exists=false
+// (the service controller creates another) without the cloud's own word
+// that the load balancer, named by ids, is gone.
+func lbGoneJudge(ids []string) func(Fault, *outcome) (string, string) {
+	return func(f Fault, o *outcome) (string, string) {
+		if o.ok() && !o.out.(*abi.GetLoadBalancerResult).Exists {
+			if why := goneUnconfirmed(o, ids); why != "" {
+				return RuleNeverGoneOnDoubt, "GetLoadBalancer answered exists=false for a load balancer that exists. " + why
+			}
+		}
+		return retryRule(f, o)
+	}
+}
+
+// lbIDs are what names the Service's load balancer in a request: the name
+// GetLoadBalancerName answers for it, and the Service's UID.
+func (r *runner) lbIDs(svc abi.Service) []string {
+	ids := []string{svc.UID}
+	if name := r.lbName(svc); name != "" {
+		ids = append(ids, name)
+	}
+	return ids
+}
+
+// lbName is what GetLoadBalancerName answers for svc, "" when it fails.
+func (r *runner) lbName(svc abi.Service) string {
+	o := r.call(abi.ExportGetLoadBalancerName, &abi.LoadBalancerRequest{ClusterName: r.cluster, Service: svc}, newString)
+	if !o.ok() {
+		return ""
+	}
+	return string(*o.out.(*abi.String))
+}
+
+// loadBalancerList checks ListLoadBalancers, on which the orphan sweep
+// deletes: the suite creates the test load balancer and the spec's seed
+// more for this cluster, and one for another cluster, through the module
+// itself; lists this cluster's clean and under every fault; deletes one
+// and lists again; and deletes them all at the end.
+func (r *runner) loadBalancerList() {
+	if !r.info.Exports(abi.ExportListLoadBalancers) {
+		r.skip(RuleLBListOwn, "ListLoadBalancers", "the module does not export "+abi.ExportListLoadBalancers+" (optional)")
+		return
+	}
+	spec := r.spec.LoadBalancer.List
+	test := r.spec.service()
+	ours := []abi.Service{test}
+	for i := range spec.seed() {
+		ours = append(ours, r.spec.serviceNamed(fmt.Sprintf("%s-%d", test.Name, i+1)))
+	}
+	otherCluster, theirs := spec.OtherCluster.name(), r.spec.serviceNamed(test.Name+"-other-cluster")
+	other, err := r.otherClusterModule()
+	if err != nil {
+		r.fail(RuleLBListOwn, "ListLoadBalancers", "starting the module for cluster "+otherCluster+": "+err.Error(), nil)
+		return
+	}
+	defer other.Close(context.WithoutCancel(r.ctx))
+
+	nodes := r.spec.targets()
+	lbCall := func(export, cluster string, svc abi.Service, out func() abi.Message) *outcome {
+		return r.call(export, &abi.LoadBalancerRequest{ClusterName: cluster, Service: svc, Nodes: nodes}, out)
+	}
+	ensure := func(svc abi.Service) *outcome { return lbCall(abi.ExportEnsureLoadBalancer, r.cluster, svc, newStatus) }
+	del := func(svc abi.Service) *outcome { return lbCall(abi.ExportEnsureLoadBalancerDeleted, r.cluster, svc, nil) }
+	ensureTheirs := func() *outcome { return lbCall(abi.ExportEnsureLoadBalancer, otherCluster, theirs, newStatus) }
+	delTheirs := func() *outcome { return lbCall(abi.ExportEnsureLoadBalancerDeleted, otherCluster, theirs, nil) }
+	list := func() *outcome {
+		cluster := abi.String(r.cluster)
+		return r.call(abi.ExportListLoadBalancers, &cluster, newOwned)
+	}
+	// healthy records a call that failed against a healthy cloud.
+	healthy := func(rule, name string, o *outcome) bool {
+		if o.ok() {
+			return true
+		}
+		r.check(rule, name, o.method+" failed against a healthy cloud", o)
+		return false
+	}
+
+	defer func() {
+		for _, svc := range ours {
+			healthy(RuleLBLifecycle, "EnsureLoadBalancerDeleted of "+svc.Name+" at the end: the load balancer may be left", del(svc))
+		}
+		healthy(RuleLBLifecycle, "EnsureLoadBalancerDeleted of "+theirs.Name+" for cluster "+otherCluster+" at the end: the load balancer may be left", r.with(other, delTheirs))
+	}()
+	for _, svc := range ours {
+		if !healthy(RuleLBListConsistent, "EnsureLoadBalancer of "+svc.Name+" to list it", ensure(svc)) {
+			return
+		}
+	}
+	if !healthy(RuleLBListOwn, "EnsureLoadBalancer of "+theirs.Name+" for cluster "+otherCluster, r.with(other, ensureTheirs)) {
+		return
+	}
+
+	l := lbListing{cluster: r.cluster, foreign: map[string]string{}}
+	for _, name := range spec.Foreign {
+		l.foreign[name] = "the test spec lists as foreign (loadBalancer.list.foreign)"
+	}
+	made := "EnsureLoadBalancer made for cluster " + otherCluster + " (if your module takes its cluster from its providerConfig, set loadBalancer.list.otherCluster.providerConfig)"
+	l.foreign[theirs.UID] = made
+	var theirName string
+	r.with(other, func() *outcome { theirName = r.lbName(theirs); return nil })
+	if theirName != "" {
+		l.foreign[theirName] = made
+	}
+	clean := list()
+	if r.notImplemented(clean, abi.CapabilityLoadBalancer) || !healthy(RuleLBListOwn, "ListLoadBalancers", clean) {
+		return
+	}
+	r.check(RuleLBListOwn, fmt.Sprintf("ListLoadBalancers names only cluster %s's", r.cluster), l.notOurs(clean), clean)
+	var missing []string
+	for _, svc := range ours {
+		missing = append(missing, l.unlisted(clean, svc, r.lbName(svc))...)
+	}
+	r.check(RuleLBListConsistent, fmt.Sprintf("ListLoadBalancers lists the %d load balancers EnsureLoadBalancer made", len(ours)), strings.Join(missing, "; "), clean)
+	for _, lb := range *clean.out.(*abi.OwnedLoadBalancers) {
+		l.want = append(l.want, lb.Name)
+	}
+	r.underFaults("ListLoadBalancers", clean, list, nil, l.judge)
+
+	gone := ours[len(ours)-1]
+	if !healthy(RuleLBListConsistent, "EnsureLoadBalancerDeleted of "+gone.Name+" to list without it", del(gone)) {
+		return
+	}
+	after := list()
+	why := ""
+	if !after.ok() {
+		why = "ListLoadBalancers failed against a healthy cloud"
+	} else if slices.ContainsFunc(*after.out.(*abi.OwnedLoadBalancers), func(lb abi.OwnedLoadBalancer) bool { return lb.ServiceUID == gone.UID }) {
+		why = fmt.Sprintf("ListLoadBalancers still lists the load balancer of Service %s/%s (UID %s), which EnsureLoadBalancerDeleted removed", gone.Namespace, gone.Name, gone.UID)
+	}
+	r.check(RuleLBListConsistent, "ListLoadBalancers after EnsureLoadBalancerDeleted: not listed", why, after)
+}
+
+// otherClusterModule starts the module for the spec's other cluster.
+func (r *runner) otherClusterModule() (*host.Module, error) {
+	oc := r.spec.LoadBalancer.List.OtherCluster
+	cfg := r.cfg
+	cfg.ClusterName = oc.name()
+	if len(oc.ProviderConfig) > 0 {
+		cfg.ProviderConfig = oc.ProviderConfig
+	}
+	return host.New(r.ctx, r.wasm, cfg)
+}
+
+// lbListing is what a listing of this cluster's load balancers is judged
+// against.
+type lbListing struct {
+	cluster string
+	// foreign maps the names and Service UIDs of load balancers that are
+	// not this cluster's to what they are.
+	foreign map[string]string
+	// want are the names the clean listing had, which a listing under a
+	// fault must have too.
+	want []string
+}
+
+// notOurs explains the first entry of the listing o that is not provably
+// this cluster's: the host's sweep would delete it.
+func (l lbListing) notOurs(o *outcome) string {
+	for _, lb := range *o.out.(*abi.OwnedLoadBalancers) {
+		var what string
+		switch {
+		case lb.ClusterName != "" && lb.ClusterName != l.cluster:
+			what = "which it says is cluster " + strconv.Quote(lb.ClusterName) + "'s"
+		case l.foreign[lb.Name] != "":
+			what = "which " + l.foreign[lb.Name]
+		case l.foreign[lb.ServiceUID] != "":
+			what = "which " + l.foreign[lb.ServiceUID]
+		case lb.Name == "" || lb.ServiceUID == "":
+			what = "without its name or its Service's UID, which nothing ties to a Service of this cluster"
+		default:
+			continue
+		}
+		return fmt.Sprintf("ListLoadBalancers for cluster %s named load balancer %q (Service UID %q), %s: the orphan sweep would delete it. Rule: list only what carries this cluster's tag and a Service UID",
+			l.cluster, lb.Name, lb.ServiceUID, what)
+	}
+	return ""
+}
+
+// unlisted explains why the listing o lacks the load balancer of svc,
+// which GetLoadBalancerName calls name; nil when it is listed so.
+func (l lbListing) unlisted(o *outcome, svc abi.Service, name string) []string {
+	for _, lb := range *o.out.(*abi.OwnedLoadBalancers) {
+		if lb.ServiceUID != svc.UID {
+			continue
+		}
+		if name != "" && lb.Name != name {
+			return []string{fmt.Sprintf("the load balancer of Service %s/%s is listed as %q, but GetLoadBalancerName answers %q, the name by which the sweep spares a live Service's", svc.Namespace, svc.Name, lb.Name, name)}
+		}
+		return nil
+	}
+	return []string{fmt.Sprintf("the load balancer EnsureLoadBalancer made for Service %s/%s (UID %s) is not listed", svc.Namespace, svc.Name, svc.UID)}
+}
+
+// judge judges a listing under a fault: an error, or every load balancer
+// of the clean listing and none that is not this cluster's.
+func (l lbListing) judge(f Fault, o *outcome) (string, string) {
+	if !o.ok() {
+		return retryRule(f, o)
+	}
+	if why := l.notOurs(o); why != "" {
+		return RuleLBListOwn, why
+	}
+	listed := *o.out.(*abi.OwnedLoadBalancers)
+	var missing []string
+	for _, name := range l.want {
+		if !slices.ContainsFunc(listed, func(lb abi.OwnedLoadBalancer) bool { return lb.Name == name }) {
+			missing = append(missing, strconv.Quote(name))
+		}
+	}
+	if len(missing) > 0 {
+		return RuleLBListComplete, fmt.Sprintf("ListLoadBalancers answered %d load balancers, without %s of the %d the clean listing had. Rule: a listing that fails on any page, or ends short, is an error, never a shorter list",
+			len(listed), strings.Join(missing, ", "), len(l.want))
+	}
+	return "", ""
 }
 
 // verdict is what judge says of a call made without an injected fault,
@@ -714,11 +1010,11 @@ func verdict(judge func(Fault, *outcome) (string, string), o *outcome) string {
 	return why
 }
 
-// limitedCall runs call with the module started with the limited
-// credentials.
-func (r *runner) limitedCall(call func() *outcome) *outcome {
+// with runs call with mod in place of the module under test: the module
+// started with the limited credentials, or for another cluster.
+func (r *runner) with(mod *host.Module, call func() *outcome) *outcome {
 	full := r.mod
-	r.mod = r.limited
+	r.mod = mod
 	defer func() { r.mod = full }()
 	return call()
 }
@@ -732,18 +1028,19 @@ func (r *runner) limitedInstances() {
 			continue
 		}
 		node := sn.node()
+		ids := instanceIDs(node)
 		label := " with the limited credentials (" + sn.Name + ")"
-		o := r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceExists, &node, newBool) })
-		r.check(RuleLimitedCredential, "InstanceExists"+label, verdict(existsJudge("InstanceExists"), o), o)
-		o = r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceMetadata, &node, newMetadata) })
-		r.check(RuleLimitedCredential, "InstanceMetadata"+label, verdict(notFoundJudge("InstanceMetadata"), o), o)
+		o := r.with(r.limited, func() *outcome { return r.call(abi.ExportInstanceExists, &node, newBool) })
+		r.check(RuleLimitedCredential, "InstanceExists"+label, verdict(existsJudge("InstanceExists", ids), o), o)
+		o = r.with(r.limited, func() *outcome { return r.call(abi.ExportInstanceMetadata, &node, newMetadata) })
+		r.check(RuleLimitedCredential, "InstanceMetadata"+label, verdict(notFoundJudge("InstanceMetadata", ids), o), o)
 		running := &outcome{err: errors.New("unknown")}
 		if sn.Shutdown == nil || !*sn.Shutdown {
 			f := abi.Bool(false)
 			running = &outcome{out: &f}
 		}
-		o = r.limitedCall(func() *outcome { return r.call(abi.ExportInstanceShutdown, &node, newBool) })
-		r.check(RuleLimitedCredential, "InstanceShutdown"+label, verdict(shutdownJudge("InstanceShutdown", running), o), o)
+		o = r.with(r.limited, func() *outcome { return r.call(abi.ExportInstanceShutdown, &node, newBool) })
+		r.check(RuleLimitedCredential, "InstanceShutdown"+label, verdict(shutdownJudge("InstanceShutdown", running, ids), o), o)
 	}
 }
 
@@ -759,10 +1056,10 @@ func (r *runner) routes() {
 	}
 	target := nodes[0]
 	want := abi.Route{TargetNode: target.Name, TargetNodeAddresses: target.Addresses, DestinationCIDR: r.spec.Routes.destination()}
-	req := &abi.RouteRequest{ClusterName: "kubernetes", NameHint: target.UID, Route: want}
+	req := &abi.RouteRequest{ClusterName: r.cluster, NameHint: target.UID, Route: want}
 	create := func() *outcome { return r.call(abi.ExportCreateRoute, req, nil) }
 	list := func() *outcome {
-		return r.call(abi.ExportListRoutes, &abi.RouteRequest{ClusterName: "kubernetes"}, newRoutes)
+		return r.call(abi.ExportListRoutes, &abi.RouteRequest{ClusterName: r.cluster}, newRoutes)
 	}
 	// ours finds the test route in a listing.
 	ours := func(o *outcome) *abi.Route {
@@ -778,7 +1075,7 @@ func (r *runner) routes() {
 	}
 	var listed abi.Route
 	del := func() *outcome {
-		return r.call(abi.ExportDeleteRoute, &abi.RouteRequest{ClusterName: "kubernetes", Route: listed}, nil)
+		return r.call(abi.ExportDeleteRoute, &abi.RouteRequest{ClusterName: r.cluster, Route: listed}, nil)
 	}
 	failed := func(o *outcome, what string) string {
 		if o.ok() {
@@ -866,7 +1163,7 @@ func (r *runner) routes() {
 	r.underFaults("DeleteRoute", cleanDelete, del, restore, deleteJudge(RuleRouteDeleteConfirmed, "DeleteRoute",
 		"the route controller would take the route for gone while the cloud still routes the CIDR"))
 	if r.limited != nil {
-		o := r.limitedCall(del)
+		o := r.with(r.limited, del)
 		r.check(RuleLimitedCredential, "DeleteRoute with the limited credentials",
 			verdict(deleteJudge(RuleLimitedCredential, "DeleteRoute", "the cloud may still route the CIDR"), o), o)
 	}
@@ -904,6 +1201,7 @@ func (r *runner) leaks() {
 	check("no credential in request URLs", inURLs)
 }
 
+func newOwned() abi.Message     { return &abi.OwnedLoadBalancers{} }
 func newBool() abi.Message      { return new(abi.Bool) }
 func newString() abi.Message    { return new(abi.String) }
 func newZone() abi.Message      { return &abi.Zone{} }
