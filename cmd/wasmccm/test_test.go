@@ -40,6 +40,14 @@ func simcloudEnvWith(t *testing.T, extra, creds string, wrap func(http.Handler) 
 			Addresses: []simcloud.Address{{Type: simcloud.AddressInternalIP, Address: "10.0.0.2"}}},
 		{ID: "i-0003", Name: "node-3", Zone: "zone-a", Region: "region-1", Type: "small", State: simcloud.StateStopped},
 	}})
+	// Load balancers that are not the cluster's: one made by hand, one
+	// tagged with the cluster but no Service UID (an older module's).
+	for _, lb := range []simcloud.LoadBalancer{{Name: "by-hand"}, {Name: "older-module", Tags: map[string]string{"kubernetes-cluster": "kubernetes"}}} {
+		lb.Ports = []simcloud.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}
+		if _, err := cloud.CreateLoadBalancer(lb); err != nil {
+			t.Fatal(err)
+		}
+	}
 	handler := cloud.Handler()
 	if wrap != nil {
 		handler = wrap(handler)
@@ -52,6 +60,7 @@ func simcloudEnvWith(t *testing.T, extra, creds string, wrap func(http.Handler) 
 - {name: node-3, providerID: "simcloud://i-0003", exists: true, lookupByName: true, shutdown: true}
 - {name: deleted, providerID: "simcloud://i-0099", exists: false}
 - {name: foreign, providerID: "aws:///eu-west-1a/i-0123", expectError: Error}
+loadBalancer: {list: {foreign: [by-hand, older-module]}}
 `)
 }
 
@@ -85,6 +94,16 @@ func hcloudEnv(t *testing.T) (config, spec string) {
 	}
 	spec += "- {name: deleted, providerID: \"hcloud://999999\", exists: false}\n"
 	spec += "- {name: foreign, providerID: \"aws:///eu-west-1a/i-0123\", expectError: Error}\n"
+	// Load balancers that are not the cluster's: one made by hand, one of
+	// the official CCM's (a Service UID, no cluster label). With the test
+	// one, 51 of the cluster's make a listing of two pages.
+	if _, err := cloud.AddLoadBalancer("by-hand", "fsn1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cloud.AddLoadBalancer("official-ccm", "fsn1", map[string]string{"hcloud-ccm/service-uid": "u-official"}); err != nil {
+		t.Fatal(err)
+	}
+	spec += "loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}}\n"
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, "", spec)
 }
 
@@ -126,6 +145,9 @@ func awsEnv(t *testing.T) (config, spec string) {
 	}
 	spec += "- {name: deleted, providerID: \"aws:///us-east-1a/i-0000000000000dead\", exists: false}\n"
 	spec += "- {name: foreign, providerID: \"hcloud://1\", expectError: Error}\n"
+	// With the test one, 21 of the cluster's load balancers: their tags
+	// take two DescribeTags. The other cluster is another clusterID.
+	spec += `loadBalancer: {list: {seed: 20, otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return conformanceFilesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }
@@ -269,6 +291,9 @@ func TestConformanceBrokenModules(t *testing.T) {
 		{"lb-create-on-error", conformance.RuleLBIdempotent, "sent create-like requests under a fault (POST /v1/loadbalancers): a duplicate"},
 		{"v1-gone-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExistsByProviderID(node-1) under 500 (request 1 of 1)\n     InstanceExistsByProviderID answered false"},
 		{"instanceid-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceID(node-1) under 500 (request 1 of 1)\n     InstanceID answered NotFound"},
+		{"list-any-cluster", conformance.RuleLBListOwn, "which EnsureLoadBalancer made for cluster wasmccm-conformance-other"},
+		{"list-short-on-error", conformance.RuleLBListComplete, "ListLoadBalancers under 500 (request 1 of 1)\n     ListLoadBalancers answered 0 load balancers, without"},
+		{"list-untagged", conformance.RuleLBListOwn, "which the test spec lists as foreign (loadBalancer.list.foreign): the orphan sweep would delete it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {

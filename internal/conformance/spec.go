@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -221,8 +223,7 @@ func (s *Spec) service() abi.Service {
 }
 
 // serviceNamed is the test Service renamed, in the test Service's
-// namespace; its UID derives from its namespace and name, so a rerun finds
-// and deletes what an interrupted run left.
+// namespace.
 func (s *Spec) serviceNamed(name string) abi.Service {
 	lb := s.LoadBalancer
 	ns := lb.Namespace
@@ -237,10 +238,22 @@ func (s *Spec) serviceNamed(name string) abi.Service {
 		nodePort = 30080
 	}
 	return abi.Service{
-		Namespace: ns, Name: name, UID: "conformance-" + ns + "-" + name,
+		Namespace: ns, Name: name, UID: serviceUID(ns, name),
 		Ports:                 []abi.ServicePort{{Name: "http", Protocol: "TCP", Port: port, NodePort: nodePort}},
 		ExternalTrafficPolicy: "Cluster",
 	}
+}
+
+// serviceUID is a UID in the form Kubernetes gives (a random UUID), made
+// from the Service's namespace and name: a rerun finds what an interrupted
+// run left, and the Services' UIDs differ from the first character on, as
+// real ones do, so names cut from a UID's start differ too.
+func serviceUID(namespace, name string) string {
+	h := sha256.Sum256([]byte(namespace + "/" + name))
+	h[6] = h[6]&0x0f | 0x40 // version 4
+	h[8] = h[8]&0x3f | 0x80 // RFC 4122 variant
+	x := hex.EncodeToString(h[:16])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 func (n SpecNode) node() abi.Node {

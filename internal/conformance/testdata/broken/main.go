@@ -31,6 +31,12 @@
 //	                 false when the cloud fails
 //	instanceid-notfound-on-error  InstanceID answers NotFound when the
 //	                 cloud fails
+//	list-any-cluster ListLoadBalancers ignores the cluster: it lists every
+//	                 load balancer with a Service UID
+//	list-short-on-error  ListLoadBalancers answers an empty list when the
+//	                 cloud fails
+//	list-untagged    ListLoadBalancers also lists load balancers without
+//	                 the module's tags, taking their name for the UID
 //
 // It also exports Instances (v1), answered from the InstancesV2 methods.
 package main
@@ -47,6 +53,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instances"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
+	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancerlist"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
@@ -197,6 +204,40 @@ func (p *provider) DeleteRoute(ctx context.Context, cluster string, rt *abi.Rout
 	return err
 }
 
+// ListLoadBalancers is simcloud's, or, with a list-* bug, a listing of
+// its own that breaks one of the lister's rules.
+func (p *provider) ListLoadBalancers(ctx context.Context, cluster string) ([]abi.OwnedLoadBalancer, error) {
+	if !strings.HasPrefix(p.bug, "list-") {
+		return p.Provider.ListLoadBalancers(ctx, cluster)
+	}
+	var lbs []struct {
+		Name string            `json:"name"`
+		Tags map[string]string `json:"tags"`
+	}
+	if _, err := p.api.Do(ctx, &rest.Request{What: "listing load balancers", Method: "GET", Path: "/v1/loadbalancers", Into: &lbs}); err != nil {
+		if p.bug == "list-short-on-error" {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var out []abi.OwnedLoadBalancer
+	for _, lb := range lbs {
+		uid, ours := lb.Tags[simcloud.TagServiceUID], lb.Tags[simcloud.TagCluster] == cluster
+		switch p.bug {
+		case "list-any-cluster":
+			ours = true
+		case "list-untagged":
+			if uid == "" {
+				uid, ours = lb.Name, ours || len(lb.Tags) == 0
+			}
+		}
+		if ours && uid != "" {
+			out = append(out, abi.OwnedLoadBalancer{Name: lb.Name, ClusterName: cluster, ServiceUID: uid})
+		}
+	}
+	return out, nil
+}
+
 // The Instances (v1) methods, from the InstancesV2 ones.
 
 func (p *provider) InstanceExistsByProviderID(ctx context.Context, providerID string) (bool, error) {
@@ -250,6 +291,7 @@ func init() {
 	instancesv2.Set(p)
 	instances.Set(p)
 	loadbalancer.Set(p)
+	loadbalancerlist.Set(p)
 	routes.Set(p)
 	zones.Set(p)
 }
