@@ -22,9 +22,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/conformance"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -102,11 +102,9 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	info, problems := host.Validate(context.Background(), wasm)
 	fmt.Fprintf(stdout, "module:       %s (%d bytes)\n", args[0], len(wasm))
 	fmt.Fprintf(stdout, "ABI version:  %d (host implements %d)\n", info.ABIVersion, abi.Version)
-	caps := make([]string, len(info.Capabilities))
-	for i, c := range info.Capabilities {
-		caps[i] = string(c)
-	}
-	fmt.Fprintf(stdout, "capabilities: %s\n", orNone(strings.Join(caps, ", ")))
+	caps, optional := conformance.Exports(info)
+	fmt.Fprintf(stdout, "capabilities: %s\n", caps)
+	fmt.Fprintf(stdout, "optional:     %s\n", optional)
 	if slices.Contains(info.Imports, abi.ImportCredential) {
 		fmt.Fprintln(stdout, "credentials:  imports credential: reads raw secrets, which only credentials.readable serves (it weakens isolation); name credentials in requests instead")
 	} else {
@@ -121,13 +119,6 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "valid")
 	return 0
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "none"
-	}
-	return s
 }
 
 func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -173,6 +164,13 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer mod.Close(ctx)
+	caps, optional := conformance.Exports(mod.Info())
+	if *trace {
+		fmt.Fprintf(stderr, "trace: module capabilities %s; optional exports %s\n", caps, optional)
+	}
+	if optionalExport(method.Export) && !mod.Info().Exports(method.Export) {
+		return fmt.Errorf("the module does not export %s (%s), which is optional; its optional exports: %s", method.Export, method.Name, optional)
+	}
 	var output abi.Message
 	if method.Output != nil {
 		output = method.Output()
@@ -186,6 +184,16 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return enc.Encode(map[string]string{"status": abi.StatusOK.String()})
 	}
 	return enc.Encode(output)
+}
+
+// optionalExport reports whether export is one of abi.OptionalExports.
+func optionalExport(export string) bool {
+	for _, o := range abi.OptionalExports {
+		if o.Export == export {
+			return true
+		}
+	}
+	return false
 }
 
 // loadConfig reads a cloud-config when given; the module path on the

@@ -416,6 +416,30 @@ func TestRawReadsOffByDefault(t *testing.T) {
 	}
 }
 
+// TestOptionalExportsShown: validate, test and call -trace show the
+// lister next to the capabilities, and call of an optional export the
+// module lacks says so and what it has.
+func TestOptionalExportsShown(t *testing.T) {
+	config, spec := simcloudEnv(t, "", "")
+	broken := buildModule(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
+	code, out, errOut := runCLI(t, "", "validate", broken)
+	if code != 0 || !strings.Contains(out, "\noptional:     ListLoadBalancers\n") {
+		t.Errorf("validate: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, broken)
+	if code != 0 || !strings.Contains(out, "module validates: capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers\n") {
+		t.Errorf("test: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "call", "-trace", "-config", config, broken, "GetLoadBalancerName")
+	if code != 0 || !strings.Contains(errOut, "trace: module capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers\n") {
+		t.Errorf("call -trace: exit %d\n%s%s", code, out, errOut)
+	}
+	code, _, errOut = runCLI(t, `"kubernetes"`, "call", testprovider(t), "ListLoadBalancers")
+	if code != 1 || !strings.Contains(errOut, "the module does not export wasmccm_list_load_balancers (ListLoadBalancers), which is optional; its optional exports: none") {
+		t.Errorf("call of a missing optional export: exit %d\n%s", code, errOut)
+	}
+}
+
 // TestCallTrace: call -trace shows each request and log line of the call,
 // with the token redacted, and leaves the JSON answer alone on stdout.
 func TestCallTrace(t *testing.T) {

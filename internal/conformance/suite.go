@@ -71,16 +71,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.spec = &Spec{}
 	}
 	info, problems := host.Validate(ctx, opts.Wasm)
-	caps := make([]string, len(info.Capabilities))
-	for i, c := range info.Capabilities {
-		caps[i] = string(c)
-	}
 	if len(problems) > 0 {
 		r.fail(RuleCapabilities, "module validates", "the module does not validate:\n- "+strings.Join(problems, "\n- "), nil)
 		r.report.Duration = time.Since(start)
 		return r.report, nil
 	}
-	r.pass(RuleCapabilities, "module validates: exports "+strings.Join(caps, ", "))
+	caps, optional := Exports(info)
+	r.pass(RuleCapabilities, "module validates: capabilities "+caps+"; optional exports "+optional)
 
 	cfg := opts.Host
 	cfg.ClusterName = r.cluster
@@ -1122,19 +1119,7 @@ func (r *runner) routes() {
 		return
 	}
 	listed = *rt
-	r.underFaults("ListRoutes", l, list, nil, func(f Fault, o *outcome) (string, string) {
-		if !o.ok() {
-			return retryRule(f, o)
-		}
-		got := ours(o)
-		switch {
-		case got == nil:
-			return RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for " + want.DestinationCIDR + ": the route controller would create it again, or, missing its Node's, mark the Node's network unavailable"
-		case got.Blackhole || got.TargetNode != listed.TargetNode:
-			return RuleRoutesCompleteOnDoubt, fmt.Sprintf("ListRoutes answered the route for %s with target %q, blackhole %v, though the cloud never said its target changed: the route controller would delete it", want.DestinationCIDR, got.TargetNode, got.Blackhole)
-		}
-		return "", ""
-	})
+	r.underFaults("ListRoutes", l, list, nil, routesJudge(listed))
 	again := create()
 	r.check(rule, "CreateRoute again: success", failed(again, "CreateRoute of an existing route"), again)
 	r.underFaults("CreateRoute", again, create, nil, retryRule)
@@ -1166,6 +1151,25 @@ func (r *runner) routes() {
 		o := r.with(r.limited, del)
 		r.check(RuleLimitedCredential, "DeleteRoute with the limited credentials",
 			verdict(deleteJudge(RuleLimitedCredential, "DeleteRoute", "the cloud may still route the CIDR"), o), o)
+	}
+}
+
+// routesJudge: under a fault, ListRoutes fails or lists the route listed
+// as the clean listing did: missing, the route controller creates it
+// again; blackholed or moved, it deletes it.
+func routesJudge(listed abi.Route) func(Fault, *outcome) (string, string) {
+	return func(f Fault, o *outcome) (string, string) {
+		if !o.ok() {
+			return retryRule(f, o)
+		}
+		i := slices.IndexFunc(*o.out.(*abi.Routes), func(rt abi.Route) bool { return rt.DestinationCIDR == listed.DestinationCIDR })
+		if i < 0 {
+			return RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for " + listed.DestinationCIDR + ": the route controller would create it again, or, missing its Node's, mark the Node's network unavailable"
+		}
+		if got := (*o.out.(*abi.Routes))[i]; got.Blackhole || got.TargetNode != listed.TargetNode {
+			return RuleRoutesCompleteOnDoubt, fmt.Sprintf("ListRoutes answered the route for %s with target %q, blackhole %v, though the cloud never said its target changed: the route controller would delete it", listed.DestinationCIDR, got.TargetNode, got.Blackhole)
+		}
+		return "", ""
 	}
 }
 

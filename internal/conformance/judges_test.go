@@ -1,0 +1,192 @@
+package conformance
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// Request traces the judges are given: what the cloud answered, and the
+// faults the suite injected.
+var (
+	fault500    = Exchange{Method: "GET", URL: "http://cloud/v1/instances/i-0001", Status: 500, Injected: Fault500}
+	faultReset  = Exchange{Method: "GET", URL: "http://cloud/v1/instances", Err: "connection reset", Injected: FaultReset}
+	cloud404    = Exchange{Method: "GET", URL: "http://cloud/v1/instances/i-0001", Status: 404}
+	cloud410    = Exchange{Method: "GET", URL: "http://cloud/v1/servers?name=node-1", Status: 410}
+	other404    = Exchange{Method: "GET", URL: "http://cloud/v1/networks/net-1", Status: 404}
+	listing200  = Exchange{Method: "GET", URL: "http://cloud/v1/instances?page=1", Status: 200}
+	delete2xx   = Exchange{Method: "DELETE", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 204}
+	delete404   = Exchange{Method: "DELETE", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 404}
+	action2xx   = Exchange{Method: "POST", URL: "http://cloud/v1/networks/4/actions/delete_route", Status: 201}
+	delete500   = Exchange{Method: "DELETE", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 500, Injected: Fault500}
+	deleteCut   = Exchange{Method: "DELETE", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 200, Injected: FaultTruncated}
+	injected429 = Exchange{Method: "GET", URL: "http://cloud/v1/instances/i-0001", Status: 429, Injected: Fault429}
+)
+
+func answered(out abi.Message, trace ...Exchange) *outcome {
+	return &outcome{status: abi.StatusOK, out: out, trace: trace}
+}
+
+func failedWith(status abi.Status, trace ...Exchange) *outcome {
+	return &outcome{status: status, err: errors.New(status.String()), trace: trace}
+}
+
+func boolean(b bool) *abi.Bool { v := abi.Bool(b); return &v }
+
+type judgeCase struct {
+	name  string
+	fault Fault
+	o     *outcome
+	rule  string // "" accepted
+	says  []string
+}
+
+func runJudge(t *testing.T, judge func(Fault, *outcome) (string, string), cases []judgeCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fault := c.fault
+			if fault == "" {
+				fault = Fault500
+			}
+			rule, why := judge(fault, c.o)
+			if rule != c.rule {
+				t.Fatalf("rule %q (%s), want %q", rule, why, c.rule)
+			}
+			for _, s := range c.says {
+				if !strings.Contains(why, s) {
+					t.Errorf("message lacks %q:\n%s", s, why)
+				}
+			}
+		})
+	}
+}
+
+var node1 = instanceIDs(abi.Node{Name: "node-1", ProviderID: "simcloud://i-0001"})
+
+// TestExistsJudge: InstanceExists false under a fault passes only with the
+// cloud's own 404 or 410 to a request naming the instance in that call,
+// and the message says the rule and what the suite saw.
+func TestExistsJudge(t *testing.T) {
+	runJudge(t, existsJudge("InstanceExists", node1), []judgeCase{
+		{name: "true", o: answered(boolean(true), fault500, listing200)},
+		{name: "error", o: failedWith(abi.StatusError, fault500)},
+		{name: "false, then the cloud's 404 for it", o: answered(boolean(false), faultReset, cloud404)},
+		{name: "false, the cloud's 410 for its name", o: answered(boolean(false), faultReset, cloud410)},
+		{name: "false on the fault alone", o: answered(boolean(false), fault500), rule: RuleNeverGoneOnDoubt,
+			says: []string{"InstanceExists answered false, which deletes the Node", "Rule: an answer of \"gone\" needs the cloud's own 404 or 410", "node-1, simcloud://i-0001, i-0001",
+				"the cloud answered no request of the call with 404 or 410", "the suite injected 500 into request 1"}},
+		{name: "false on a 404 for something else", o: answered(boolean(false), faultReset, other404), rule: RuleNeverGoneOnDoubt,
+			says: []string{"the cloud's 404 to GET http://cloud/v1/networks/net-1, which name none of these", "injected connection reset into request 1"}},
+		{name: "false after an empty listing", o: answered(boolean(false), listing200, fault500), rule: RuleNeverGoneOnDoubt},
+		{name: "a plain error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter},
+		{name: "RetryAfter after a 429", fault: Fault429, o: failedWith(abi.StatusRetryAfter, injected429)},
+	})
+}
+
+// TestNotFoundJudge: NotFound under a fault, by the same rule.
+func TestNotFoundJudge(t *testing.T) {
+	runJudge(t, notFoundJudge("InstanceMetadata", node1), []judgeCase{
+		{name: "metadata", o: answered(&abi.InstanceMetadata{ProviderID: "simcloud://i-0001"}, fault500, listing200)},
+		{name: "error", o: failedWith(abi.StatusError, fault500)},
+		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, faultReset, cloud404)},
+		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt,
+			says: []string{"InstanceMetadata answered NotFound", "the cloud answered no request of the call with 404 or 410"}},
+		{name: "NotFound on an injected answer", o: failedWith(abi.StatusNotFound,
+			Exchange{Method: "GET", URL: cloud404.URL, Status: 404, Injected: Fault500}), rule: RuleNeverGoneOnDoubt},
+	})
+}
+
+// TestShutdownJudge: NotFound by the gone rule; true never where the clean
+// call said running.
+func TestShutdownJudge(t *testing.T) {
+	running := shutdownJudge("InstanceShutdown", answered(boolean(false)), node1)
+	runJudge(t, running, []judgeCase{
+		{name: "false", o: answered(boolean(false), fault500, listing200)},
+		{name: "error", o: failedWith(abi.StatusError, fault500)},
+		{name: "true", o: answered(boolean(true), fault500, listing200), rule: RuleNeverShutdownOnDoubt, says: []string{"taints the Node as shut down"}},
+		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, fault500, cloud404)},
+		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt},
+	})
+	runJudge(t, shutdownJudge("InstanceShutdown", answered(boolean(true)), node1), []judgeCase{
+		{name: "true where the clean call said true", o: answered(boolean(true), fault500, listing200)},
+	})
+}
+
+// TestLBGoneJudge: GetLoadBalancer exists=false by the gone rule, the load
+// balancer named by its name or its Service's UID.
+func TestLBGoneJudge(t *testing.T) {
+	judge := lbGoneJudge([]string{"uid-1", "lb-1"})
+	gone := &abi.GetLoadBalancerResult{}
+	runJudge(t, judge, []judgeCase{
+		{name: "exists", o: answered(&abi.GetLoadBalancerResult{Exists: true}, fault500, listing200)},
+		{name: "gone with the cloud's 404 for it", o: answered(gone, faultReset, Exchange{Method: "GET", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 404})},
+		{name: "gone on the fault", o: answered(gone, faultReset), rule: RuleNeverGoneOnDoubt, says: []string{"GetLoadBalancer answered exists=false", "(uid-1, lb-1)"}},
+		{name: "gone on an empty search", o: answered(gone, fault500, Exchange{Method: "GET", URL: "http://cloud/v1/loadbalancers?label_selector=uid%3Duid-1", Status: 200}), rule: RuleNeverGoneOnDoubt},
+	})
+}
+
+// TestDeleteJudge: success under a fault only with the cloud's 2xx or 404
+// to a destroying request.
+func TestDeleteJudge(t *testing.T) {
+	judge := deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted", "the finalizer goes")
+	runJudge(t, judge, []judgeCase{
+		{name: "error", o: failedWith(abi.StatusError, delete500)},
+		{name: "the cloud's 204", o: answered(nil, fault500, delete2xx)},
+		{name: "the cloud's 404", o: answered(nil, fault500, delete404)},
+		{name: "a delete action's 201", o: answered(nil, fault500, action2xx)},
+		{name: "a 2xx whose body the suite cut", o: answered(nil, deleteCut)},
+		{name: "success on the fault", o: answered(nil, delete500), rule: RuleLBDeleteConfirmed, says: []string{"the cloud never confirmed a delete"}},
+		{name: "success on a lookup's 404", o: answered(nil, cloud404, fault500), rule: RuleLBDeleteConfirmed},
+	})
+}
+
+// TestRoutesJudge: a listing under a fault fails or has the route, with
+// its target, not blackholed.
+func TestRoutesJudge(t *testing.T) {
+	listed := abi.Route{TargetNode: "node-1", DestinationCIDR: "10.244.250.0/24"}
+	routes := func(rs ...abi.Route) *abi.Routes { l := abi.Routes(rs); return &l }
+	runJudge(t, routesJudge(listed), []judgeCase{
+		{name: "listed", o: answered(routes(abi.Route{TargetNode: "node-2", DestinationCIDR: "10.0.0.0/24"}, listed), listing200, fault500)},
+		{name: "error", o: failedWith(abi.StatusError, fault500)},
+		{name: "missing", o: answered(routes(), fault500), rule: RuleRoutesCompleteOnDoubt, says: []string{"without the route for 10.244.250.0/24"}},
+		{name: "blackholed", o: answered(routes(abi.Route{TargetNode: "node-1", DestinationCIDR: listed.DestinationCIDR, Blackhole: true}), fault500), rule: RuleRoutesCompleteOnDoubt},
+		{name: "moved", o: answered(routes(abi.Route{TargetNode: "node-2", DestinationCIDR: listed.DestinationCIDR}), fault500), rule: RuleRoutesCompleteOnDoubt},
+	})
+}
+
+// TestLBListingJudge: a listing under a fault fails, or lists every load
+// balancer of the clean listing and none that is not this cluster's.
+func TestLBListingJudge(t *testing.T) {
+	l := lbListing{cluster: "kubernetes", want: []string{"a1", "a2"},
+		foreign: map[string]string{"by-hand": "the test spec lists as foreign", "uid-other": "EnsureLoadBalancer made for cluster other"}}
+	owned := func(lbs ...abi.OwnedLoadBalancer) *abi.OwnedLoadBalancers { o := abi.OwnedLoadBalancers(lbs); return &o }
+	a1 := abi.OwnedLoadBalancer{Name: "a1", ServiceUID: "uid-1", ClusterName: "kubernetes"}
+	a2 := abi.OwnedLoadBalancer{Name: "a2", ServiceUID: "uid-2"}
+	page2 := Exchange{Method: "GET", URL: "http://cloud/v1/load_balancers?page=2", Status: 500, Injected: Fault500}
+	runJudge(t, l.judge, []judgeCase{
+		{name: "complete", o: answered(owned(a1, a2), listing200, listing200)},
+		{name: "complete and one more of this cluster's", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "a3", ServiceUID: "uid-3"}), listing200)},
+		{name: "error on page 2", o: failedWith(abi.StatusError, listing200, page2)},
+		{name: "page 1 only", o: answered(owned(a1), listing200, page2), rule: RuleLBListComplete,
+			says: []string{"answered 1 load balancers, without \"a2\" of the 2 the clean listing had", "Rule: a listing that fails on any page, or ends short, is an error"}},
+		{name: "empty on a fault", o: answered(owned(), fault500), rule: RuleLBListComplete},
+		{name: "another cluster's by its entry", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-b", ClusterName: "other"}), listing200), rule: RuleLBListOwn,
+			says: []string{`which it says is cluster "other"'s`, "the orphan sweep would delete it"}},
+		{name: "another cluster's by its UID", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-other"}), listing200), rule: RuleLBListOwn,
+			says: []string{"which EnsureLoadBalancer made for cluster other"}},
+		{name: "one made by hand", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "by-hand", ServiceUID: "by-hand"}), listing200), rule: RuleLBListOwn},
+		{name: "one without a UID", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "x"}), listing200), rule: RuleLBListOwn, says: []string{"without its name or its Service's UID"}},
+		{name: "a plain error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter},
+	})
+}
+
+// TestGoneEvidenceNeedsTheCloud: only a 404 or 410 the cloud itself sent
+// counts; a transport error never does.
+func TestGoneEvidenceNeedsTheCloud(t *testing.T) {
+	if cloudSaidGone(Exchange{Status: 404, Injected: FaultTruncated}) || cloudSaidGone(Exchange{Err: "connection reset"}) || !cloudSaidGone(cloud404) {
+		t.Fatal("cloudSaidGone")
+	}
+}
