@@ -162,7 +162,10 @@ func TestRoutesJudge(t *testing.T) {
 func TestLBListingJudge(t *testing.T) {
 	l := lbListing{cluster: "kubernetes", want: []string{"a1", "a2"},
 		foreign: map[string]string{"by-hand": "the test spec lists as foreign", "uid-other": "EnsureLoadBalancer made for cluster other"}}
-	owned := func(lbs ...abi.OwnedLoadBalancer) *abi.OwnedLoadBalancers { o := abi.OwnedLoadBalancers(lbs); return &o }
+	owned := func(lbs ...abi.OwnedLoadBalancer) *abi.OwnedLoadBalancers {
+		o := abi.OwnedLoadBalancers(lbs)
+		return &o
+	}
 	a1 := abi.OwnedLoadBalancer{Name: "a1", ServiceUID: "uid-1", ClusterName: "kubernetes"}
 	a2 := abi.OwnedLoadBalancer{Name: "a2", ServiceUID: "uid-2"}
 	page2 := Exchange{Method: "GET", URL: "http://cloud/v1/load_balancers?page=2", Status: 500, Injected: Fault500}

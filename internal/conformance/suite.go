@@ -842,7 +842,9 @@ func (r *runner) loadBalancerList() {
 		return r.call(export, &abi.LoadBalancerRequest{ClusterName: cluster, Service: svc, Nodes: nodes}, out)
 	}
 	ensure := func(svc abi.Service) *outcome { return lbCall(abi.ExportEnsureLoadBalancer, r.cluster, svc, newStatus) }
-	del := func(svc abi.Service) *outcome { return lbCall(abi.ExportEnsureLoadBalancerDeleted, r.cluster, svc, nil) }
+	del := func(svc abi.Service) *outcome {
+		return lbCall(abi.ExportEnsureLoadBalancerDeleted, r.cluster, svc, nil)
+	}
 	ensureTheirs := func() *outcome { return lbCall(abi.ExportEnsureLoadBalancer, otherCluster, theirs, newStatus) }
 	delTheirs := func() *outcome { return lbCall(abi.ExportEnsureLoadBalancerDeleted, otherCluster, theirs, nil) }
 	list := func() *outcome {
