@@ -40,10 +40,21 @@ limitedCredentials: {dir: readonly}
 		t.Fatal("a misspelt field was accepted")
 	}
 	for _, want := range []string{`unknown field "shutdwn"`, "  nodes[].shutdown\n", "  nodes[].lookupByName\n", "  nodes[].expectError\n",
-		"  loadBalancer.skip\n", "  routes.destinationCIDR\n", "  limitedCredentials.dir"} {
+		"  loadBalancer.skip\n", "  loadBalancer.list.otherCluster.providerConfig\n", "  routes.destinationCIDR\n", "  limitedCredentials.dir"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
+	}
+
+	s, err = ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: 50, foreign: [by-hand], otherCluster: {clusterName: c2, providerConfig: {clusterID: c2}}}}\n"))
+	if l := s.LoadBalancer.List; err != nil || l.seed() != 50 || l.Foreign[0] != "by-hand" || l.OtherCluster.name() != "c2" || string(l.OtherCluster.ProviderConfig) != `{"clusterID":"c2"}` {
+		t.Fatalf("loadBalancer.list: %v %+v", err, s)
+	}
+	if s, _ := ReadSpec(writeSpec(t, "nodes: []\n")); s.LoadBalancer.List.seed() != 2 || s.LoadBalancer.List.OtherCluster.name() != "wasmccm-conformance-other" {
+		t.Errorf("loadBalancer.list defaults: %+v", s.LoadBalancer.List)
+	}
+	if _, err := ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: -1}}\n")); err == nil {
+		t.Error("a negative seed was accepted")
 	}
 
 	if _, err := ReadSpec(writeSpec(t, "nodes:\n- {name: a, expectError: Gone}\n")); err == nil || !strings.Contains(err.Error(), "want one of NotFound") {
