@@ -48,7 +48,7 @@ func initCommand(args []string, stdout io.Writer) error {
 		return err
 	}
 	if fs.NArg() != 1 {
-		return errors.New("init: want exactly one NAME")
+		return errors.New("init: want exactly one NAME, the provider's name as in its provider IDs (NAME://...): wasmccm init mycloud")
 	}
 	name := fs.Arg(0)
 	if !providerName.MatchString(name) {
@@ -61,8 +61,8 @@ func initCommand(args []string, stdout io.Writer) error {
 	if *dir == "" {
 		*dir = name
 	}
-	if entries, err := os.ReadDir(*dir); err == nil && len(entries) > 0 {
-		return fmt.Errorf("init: %s exists and is not empty", *dir)
+	if err := checkInitDir(*dir); err != nil {
+		return err
 	}
 	files, err := renderScaffold(data)
 	if err != nil {
@@ -85,6 +85,26 @@ next:
   wasmccm validate %s.wasm
   wasmccm test -config cloud-config.yaml -spec test-spec.yaml %s.wasm
 `, *dir, name, data.Module, *dir, name, name, name)
+	return nil
+}
+
+// checkInitDir refuses a directory init would write over, saying what to
+// do instead: dir must be absent or an empty directory.
+func checkInitDir(dir string) error {
+	info, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("init: %w", err)
+	case !info.IsDir():
+		return fmt.Errorf("init: %s is a file, and init creates a directory there: remove or rename the file, or pick another directory with -dir", dir)
+	}
+	if entries, err := os.ReadDir(dir); err != nil {
+		return fmt.Errorf("init: %w", err)
+	} else if len(entries) > 0 {
+		return fmt.Errorf("init: %s exists and is not empty, and init writes only into a new or empty directory: pick another with -dir, or remove it", dir)
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"go/format"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,13 +15,16 @@ func TestInit(t *testing.T) {
 	occupied := filepath.Join(dir, "occupied")
 	os.MkdirAll(occupied, 0o755)
 	os.WriteFile(filepath.Join(occupied, "keep.txt"), []byte("mine"), 0o644)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("mine"), 0o644)
 	tests := []struct {
 		args    []string
 		wantErr string
 	}{
 		{[]string{"MyCloud"}, "must be lower-case"},
 		{[]string{}, "want exactly one NAME"},
-		{[]string{"-dir", occupied, "mycloud"}, "exists and is not empty"},
+		{[]string{"-dir", occupied, "mycloud"}, "exists and is not empty, and init writes only into a new or empty directory: pick another with -dir, or remove it"},
+		{[]string{"-dir", file, "mycloud"}, file + " is a file, and init creates a directory there: remove or rename the file, or pick another directory with -dir"},
 		{[]string{"-dir", filepath.Join(dir, "ok"), "-module", "example.com/acme/ccm", "acme-cloud"}, ""},
 	}
 	for _, tt := range tests {
@@ -40,6 +44,9 @@ func TestInit(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(occupied, "keep.txt")); string(b) != "mine" {
 		t.Error("init touched a non-empty directory")
+	}
+	if b, _ := os.ReadFile(file); string(b) != "mine" {
+		t.Error("init touched a file")
 	}
 	want := map[string]string{
 		"go.mod":            "module example.com/acme/ccm\n\ngo 1.24\n\nrequire (\n\tgithub.com/wasmccm/wasmccm/abi " + sdkVersion + "\n\tgithub.com/wasmccm/wasmccm/modules/sdk " + sdkVersion + "\n)\n",
@@ -80,6 +87,30 @@ func TestScaffoldGofmt(t *testing.T) {
 			} else if !bytes.Equal(formatted, f.content) {
 				t.Errorf("%s (%s) is not gofmt-clean:\n%s", f.path, data.Module, f.content)
 			}
+		}
+	}
+}
+
+// TestScaffoldMakefileWithoutTinyGo: make module without TinyGo names the
+// three ways on: make deps, TINYGO= and make module-go.
+func TestScaffoldMakefileWithoutTinyGo(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	dir := filepath.Join(t.TempDir(), "mycloud")
+	if code, _, errOut := runCLI(t, "", "init", "-dir", dir, "mycloud"); code != 0 {
+		t.Fatalf("init: exit %d: %s", code, errOut)
+	}
+	missing := filepath.Join(t.TempDir(), "bin", "tinygo")
+	cmd := exec.Command("make", "module", "TINYGO="+missing)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("make module succeeded without TinyGo:\n%s", out)
+	}
+	for _, want := range []string{"TinyGo not found: " + missing, "make deps", "make module TINYGO=/path/to/tinygo", "make module-go"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("make module output lacks %q:\n%s", want, out)
 		}
 	}
 }

@@ -4,7 +4,7 @@
 //
 //	wasmccm init [-module PATH] NAME
 //	wasmccm validate MODULE
-//	wasmccm call [-config CLOUD-CONFIG] [-input FILE] [-trace] MODULE METHOD
+//	wasmccm call [-config CLOUD-CONFIG] [-input FILE] [-repeat N] [-trace] MODULE METHOD
 //	wasmccm test [-config CLOUD-CONFIG] [-spec TEST-SPEC] [-junit FILE] [-rate N] MODULE
 //	wasmccm methods
 //	wasmccm push [-docker-config FILE] MODULE REF
@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/conformance"
@@ -35,7 +36,7 @@ const usage = `usage:
   wasmccm init [-module PATH] NAME                         scaffold a provider module in ./NAME
   wasmccm test [-config FILE] [-spec FILE] [-junit FILE] [-rate N] MODULE  conformance suite with fault injection
   wasmccm validate MODULE                                  check a module against ABI v%d
-  wasmccm call [-config FILE] [-input FILE|-] [-trace] MODULE METHOD  call one method; input and output are JSON
+  wasmccm call [-config FILE] [-input FILE|-] [-repeat N] [-trace] MODULE METHOD  call a method once per JSON input line
   wasmccm methods                                          list the methods and their exports
   wasmccm push [-docker-config FILE] MODULE REF            push a module as a Wasm OCI artifact; prints REPO@sha256:DIGEST
   wasmccm pull [-docker-config FILE] [-allow-tags] [-o FILE] REF  pull a module, checked against the digest in REF
@@ -91,7 +92,7 @@ func isHelp(arg string) bool {
 
 func validate(args []string, stdout, stderr io.Writer) int {
 	if len(args) != 1 {
-		fmt.Fprintln(stderr, "wasmccm validate: want exactly one MODULE")
+		fmt.Fprintln(stderr, "wasmccm validate: want exactly one MODULE, the .wasm file (.wasm.gz too): wasmccm validate mycloud.wasm")
 		return 2
 	}
 	wasm, err := provider.ReadModule(provider.ModuleConfig{Path: args[0]})
@@ -121,17 +122,46 @@ func validate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// callUsage is call's help: what the input is, and what it prints.
+const callUsage = `usage: wasmccm call [-config CLOUD-CONFIG] [-input FILE|-] [-repeat N] [-trace] MODULE METHOD
+
+Calls METHOD of MODULE once for each JSON input, one input a line
+(newline-delimited JSON; blank lines are skipped), and prints each answer
+as one line of JSON on standard output. No input at all makes one call
+with the empty input. The calls share one module, and so its shared state,
+as the CCM's calls do: a snapshot one call keeps serves the next.
+Standard error gets one line per call: its requests to the cloud and its
+time. A malformed input is an error naming its line, before any call; a
+call that fails ends the run.
+
+Inputs are the abi package's types as JSON (wasmccm methods lists the
+methods): a Node is {"Name":"node-1","ProviderID":"mycloud://i-1"}; a
+method taking a string, such as InstanceTypeByProviderID, takes a JSON
+string with its quotes: "mycloud://i-1".
+
+`
+
+// call calls one method of a module for each of its inputs, on one
+// module, and prints each answer and what each call cost.
 func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig")
-	inputPath := fs.String("input", "-", "JSON input file, - for standard input")
+	inputPath := fs.String("input", "-", "file of JSON inputs, one a line; - for standard input")
+	repeat := fs.Int("repeat", 1, "make the calls of the inputs this many times over, in order")
 	trace := fs.Bool("trace", false, "print the module's HTTP requests (method, URL, status, duration) and log lines to standard error, credentials redacted")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, callUsage)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 2 {
-		return errors.New("call: want MODULE and METHOD")
+		return fmt.Errorf("call: want MODULE and METHOD, got %d arguments; see 'wasmccm call -h'", fs.NArg())
+	}
+	if *repeat < 1 {
+		return fmt.Errorf("call: -repeat %d: want 1 or more", *repeat)
 	}
 	modulePath, methodName := fs.Arg(0), fs.Arg(1)
 	method, ok := abi.LookupMethod(methodName)
@@ -142,23 +172,21 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	input := method.Input()
-	if err := readJSON(*inputPath, stdin, input); err != nil {
+	inputs, err := readInputs(*inputPath, stdin, method.Input)
+	if err != nil {
 		return err
 	}
 	wasm, err := provider.ReadModule(cfg.Module)
 	if err != nil {
 		return err
 	}
+	secrets, err := moduleSecrets(cfg.Credentials)
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	hostConfig := cfg.HostConfig(filepath.Base(modulePath))
-	if *trace {
-		secrets, err := moduleSecrets(cfg.Credentials)
-		if err != nil {
-			return err
-		}
-		defer traceHostCalls(&hostConfig, secrets, stderr)()
-	}
+	recorder := recordCalls(&hostConfig, secrets, *trace, stderr)
 	mod, err := host.New(ctx, wasm, hostConfig)
 	if err != nil {
 		return err
@@ -171,19 +199,35 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if optionalExport(method.Export) && !mod.Info().Exports(method.Export) {
 		return fmt.Errorf("the module does not export %s (%s), which is optional; its optional exports: %s", method.Export, method.Name, optional)
 	}
-	var output abi.Message
-	if method.Output != nil {
-		output = method.Output()
-	}
-	if err := mod.Call(ctx, method.Export, input, output); err != nil {
-		return err
-	}
 	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if output == nil {
-		return enc.Encode(map[string]string{"status": abi.StatusOK.String()})
+	n := 0
+	for range *repeat {
+		for _, in := range inputs {
+			n++
+			name := fmt.Sprintf("call %d", n)
+			if in.line > 0 {
+				name += fmt.Sprintf(" (input line %d)", in.line)
+			}
+			var output abi.Message
+			if method.Output != nil {
+				output = method.Output()
+			}
+			mark, start := recorder.mark(), time.Now()
+			err := mod.Call(ctx, method.Export, in.message, output)
+			recorder.report(name, mark, time.Since(start))
+			if err != nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			var answer any = output
+			if output == nil {
+				answer = map[string]string{"status": abi.StatusOK.String()}
+			}
+			if err := enc.Encode(answer); err != nil {
+				return err
+			}
+		}
 	}
-	return enc.Encode(output)
+	return nil
 }
 
 // optionalExport reports whether export is one of abi.OptionalExports.
@@ -214,27 +258,49 @@ func loadConfig(path, modulePath string) (*provider.Config, error) {
 	return cfg, nil
 }
 
-func readJSON(path string, stdin io.Reader, into abi.Message) error {
+// callInput is one input of call, with the line it starts on (0 for the
+// empty input made up when there is none).
+type callInput struct {
+	message abi.Message
+	line    int
+}
+
+// readInputs decodes the JSON values of path (- for stdin), one call's
+// input each. Inputs are meant one a line, but a value may span lines, so
+// that a file holding one indented input still works.
+func readInputs(path string, stdin io.Reader, newInput func() abi.Message) ([]callInput, error) {
 	r := stdin
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		r = f
 	}
 	data, err := io.ReadAll(r)
 	if err != nil {
-		return err
-	}
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(into); err != nil {
-		return fmt.Errorf("input: %w", err)
+	var inputs []callInput
+	for {
+		rest := data[dec.InputOffset():]
+		start := len(data) - len(bytes.TrimLeft(rest, " \t\r\n"))
+		line := 1 + bytes.Count(data[:start], []byte("\n"))
+		in := newInput()
+		err := dec.Decode(in)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("input line %d: %w; each input is one JSON value of the method's input type, see 'wasmccm call -h'", line, err)
+		}
+		inputs = append(inputs, callInput{in, line})
 	}
-	return nil
+	if len(inputs) == 0 {
+		inputs = append(inputs, callInput{newInput(), 0})
+	}
+	return inputs, nil
 }

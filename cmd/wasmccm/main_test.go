@@ -130,3 +130,80 @@ func TestHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestCallMany: call makes one call per input line, on one module whose
+// shared state lasts the whole run, and says what each call cost. The
+// simcloud module keeps its instance snapshot in shared state, so only
+// the first lookup lists the instances.
+func TestCallMany(t *testing.T) {
+	config, _ := simcloudEnv(t, "", "")
+	simcloudModule := buildModule(t, "../../modules/simcloud/module", wasmbuild.Go)
+	node1 := `{"Name":"node-1","ProviderID":"simcloud://i-0001"}`
+	node2 := `{"Name":"node-2","ProviderID":"simcloud://i-0002"}`
+	cases := []struct {
+		name      string
+		stdin     string
+		flags     []string
+		wantCode  int
+		wantLines []string // ProviderIDs of the answers on stdout, one a line
+		wantErr   []string // in stderr
+	}{
+		{
+			name:      "three inputs share the snapshot",
+			stdin:     node1 + "\n\n" + node1 + "\n" + node2 + "\n",
+			wantLines: []string{`"simcloud://i-0001"`, `"simcloud://i-0001"`, `"simcloud://i-0002"`},
+			wantErr:   []string{"call 1 (input line 1): 1 request, ", "call 2 (input line 3): 0 requests, ", "call 3 (input line 4): 0 requests, "},
+		},
+		{
+			name:      "repeat",
+			stdin:     node1,
+			flags:     []string{"-repeat", "3"},
+			wantLines: []string{`"simcloud://i-0001"`, `"simcloud://i-0001"`, `"simcloud://i-0001"`},
+			wantErr:   []string{"call 1 (input line 1): 1 request, ", "call 2 (input line 1): 0 requests, ", "call 3 (input line 1): 0 requests, "},
+		},
+		{
+			name:     "malformed second line",
+			stdin:    node1 + "\n" + `{"Name": "node-2",` + "\n",
+			wantCode: 1,
+			wantErr:  []string{"wasmccm: input line 2: unexpected EOF"},
+		},
+		{
+			name:     "unknown field in second line",
+			stdin:    node1 + "\n" + `{"Nmae": "node-2"}` + "\n",
+			wantCode: 1,
+			wantErr:  []string{`wasmccm: input line 2: json: unknown field "Nmae"`},
+		},
+		{
+			name:     "repeat zero",
+			stdin:    node1,
+			flags:    []string{"-repeat", "0"},
+			wantCode: 1,
+			wantErr:  []string{"-repeat 0: want 1 or more"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"call", "-config", config}, tc.flags...), simcloudModule, "InstanceMetadata")
+			code, out, errOut := runCLI(t, tc.stdin, args...)
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+				if l != "" {
+					lines = append(lines, l)
+				}
+			}
+			if code != tc.wantCode || len(lines) != len(tc.wantLines) {
+				t.Fatalf("exit %d, %d answers, want exit %d and %d answers\nstdout:\n%s\nstderr:\n%s", code, len(lines), tc.wantCode, len(tc.wantLines), out, errOut)
+			}
+			for i, want := range tc.wantLines {
+				if !strings.Contains(lines[i], `{"ProviderID":`+want) {
+					t.Errorf("answer %d: %s, want ProviderID %s", i+1, lines[i], want)
+				}
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr lacks %q:\n%s", want, errOut)
+				}
+			}
+		})
+	}
+}

@@ -35,7 +35,7 @@ func testCommand(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if fs.NArg() != 1 {
-		fmt.Fprintln(stderr, "wasmccm test: want exactly one MODULE")
+		fmt.Fprintln(stderr, "wasmccm test: want exactly one MODULE, after the flags: wasmccm test -config cloud-config.yaml -spec test-spec.yaml mycloud.wasm; see wasmccm test -h")
 		return 2
 	}
 	report, err := runConformance(*configPath, *specPath, fs.Arg(0), *rate)
