@@ -17,17 +17,18 @@ const Version = 1
 
 // Revision counts backward-compatible additions to Version: new host
 // imports, which a module that does not import them never sees, and new
-// optional exports (OptionalExports), which a host calls only when the
-// module exports them. A module that imports a function its host lacks is
-// refused at load with the function's name, and an older host ignores an
-// export it does not know, so a module needs no way to ask for the
-// revision.
+// optional exports (OptionalExports, ExportSetDeadline), which a host
+// calls only when the module exports them. A module that imports a
+// function its host lacks is refused at load with the function's name,
+// and an older host ignores an export it does not know, so a module needs
+// no way to ask for the revision.
 //
 // Revision 2 added the shared state imports (ImportStateGet,
 // ImportStateSet, ImportStateDelete), and reserved the request headers
 // starting with HeaderPrefix for host-side authentication. Revision 3
-// added the optional export ExportListLoadBalancers.
-const Revision = 3
+// added the optional export ExportListLoadBalancers. Revision 4 added the
+// optional export ExportSetDeadline.
+const Revision = 4
 
 // Core exports every module has.
 const (
@@ -42,6 +43,17 @@ const (
 	// error result rejects the provider config.
 	ExportInit = "wasmccm_init"
 )
+
+// ExportSetDeadline (revision 4) is optional, and not a method: (time_left
+// i64) -> (). A host that knows it calls it right before each method
+// export, init included, with the nanoseconds left before that call's
+// deadline (CallTimeout, or the caller's deadline if earlier), never
+// negative. A module that polls an asynchronous cloud action polls while
+// time is left, then answers StatusRetryAfter rather than being stopped
+// at the deadline. It is the time left rather than an instant so that it
+// does not depend on the guest's clock agreeing with the host's. A method
+// call not preceded by it (an older host) has no known deadline.
+const ExportSetDeadline = "wasmccm_set_deadline"
 
 // Method exports all have the signature (ptr i32, len i32) -> i64: the input
 // message is at guest memory [ptr, ptr+len) and the returned value packs the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tetratelabs/wazero/api"
 
@@ -26,6 +27,10 @@ type instance struct {
 	stack   [2]uint64
 	input   []byte
 
+	// setDeadline is the optional abi.ExportSetDeadline, nil when the
+	// module lacks it (inspect refused it with any other signature).
+	setDeadline api.Function
+
 	// recycleAbove is the memory size, in bytes, past which the instance
 	// is replaced after its call; set once init has run.
 	recycleAbove uint64
@@ -42,13 +47,14 @@ type instance struct {
 
 func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
 	inst := &instance{
-		owner:   m,
-		mod:     mod,
-		sleep:   sleep,
-		mem:     mod.Memory(),
-		alloc:   mod.ExportedFunction(abi.ExportAlloc),
-		version: mod.ExportedFunction(abi.ExportABIVersion),
-		methods: make(map[string]api.Function, len(m.methods)),
+		owner:       m,
+		mod:         mod,
+		sleep:       sleep,
+		mem:         mod.Memory(),
+		alloc:       mod.ExportedFunction(abi.ExportAlloc),
+		version:     mod.ExportedFunction(abi.ExportABIVersion),
+		methods:     make(map[string]api.Function, len(m.methods)),
+		setDeadline: mod.ExportedFunction(abi.ExportSetDeadline),
 	}
 	for name := range m.methods {
 		inst.methods[name] = mod.ExportedFunction(name)
@@ -115,6 +121,14 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 		return fail(ReasonABIViolation, fmt.Errorf("%s returned %d bytes at %#x, outside guest memory", abi.ExportAlloc, size, ptr))
 	}
 
+	if inst.setDeadline != nil {
+		// ctx is a guestContext, so it always has a deadline.
+		deadline, _ := ctx.Deadline()
+		inst.stack[0] = uint64(max(time.Until(deadline), 0))
+		if err := inst.run(ctx, export, inst.setDeadline); err != nil {
+			return err
+		}
+	}
 	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
 	if err := inst.run(ctx, export, inst.methods[export]); err != nil {
 		return err

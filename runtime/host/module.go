@@ -258,6 +258,7 @@ var (
 	sigVersion     = signature{nil, []api.ValueType{i32}}
 	sigAlloc       = signature{[]api.ValueType{i32}, []api.ValueType{i32}}
 	sigMethod      = signature{[]api.ValueType{i32, i32}, []api.ValueType{i64}}
+	sigSetDeadline = signature{[]api.ValueType{i64}, nil}
 	exportedMemory = "memory"
 )
 
@@ -352,6 +353,8 @@ func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
 		info.Optional = append(info.Optional, o.Export)
 		methods[o.Export] = true
 	}
+	// Optional and not a method: only a wrong signature is a problem.
+	checkExport(abi.ExportSetDeadline, sigSetDeadline)
 
 	for _, def := range compiled.ImportedFunctions() {
 		module, name, _ := def.Import()

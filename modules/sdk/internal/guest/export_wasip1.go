@@ -15,6 +15,7 @@ import (
 func Export(ptr, size uint32, method func(in []byte) []byte) uint64 {
 	var out []byte
 	if size > uint32(cap(input)) || (size > 0 && ptr != AddressOf(input[:1])) {
+		endCall()
 		out = encode(abi.Outcome{Status: abi.StatusError, Message: "guest: input not in the buffer returned by " + abi.ExportAlloc}, nil)
 	} else {
 		out = method(input[:size])

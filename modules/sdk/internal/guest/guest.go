@@ -44,16 +44,53 @@ type RetryError struct {
 
 func (e *RetryError) Error() string { return e.Msg }
 
-// Context is the context handed to provider methods inside a module. The
-// host enforces the call deadline from outside (it closes the instance), so
-// nothing inside the guest needs to observe cancellation.
-func Context() context.Context { return context.Background() }
+// deadline is when the call about to run ends, by the guest's clock: the
+// time left that the host passed to SetDeadline, counted from when it did.
+// Zero when the host did not (an older host): the call has no known
+// deadline. It is reset when the call ends so that no call sees another's.
+var deadline time.Time
+
+// SetDeadline is the body of abi.ExportSetDeadline, which the host calls
+// right before each method export.
+func SetDeadline(left time.Duration) { deadline = time.Now().Add(left) }
+
+// call is the context of the call in progress, made on the first Context
+// of the call and ended by Dispatch: one call runs per instance at a time.
+var call struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// Context is the context handed to provider methods inside a module. Its
+// deadline is the call's: the host stops the instance when it passes, so
+// a provider polling an asynchronous cloud action polls while time is
+// left, then answers RetryAfter. It is Background when the host set no
+// deadline (an older host, or outside a module).
+func Context() context.Context {
+	if call.ctx == nil {
+		call.ctx, call.cancel = context.Background(), func() {}
+		if !deadline.IsZero() {
+			call.ctx, call.cancel = withDeadline(deadline)
+		}
+	}
+	return call.ctx
+}
+
+// endCall forgets the call's deadline and ends its context.
+func endCall() {
+	if call.cancel != nil {
+		call.cancel()
+	}
+	call.ctx, call.cancel = nil, nil
+	deadline = time.Time{}
+}
 
 // Dispatch decodes in into req, runs fn, and encodes its outcome and payload
 // into the reused output buffer. A malformed input is reported as
 // StatusError without running fn: the host never sends one, so it signals a
 // host/guest ABI mismatch worth a clear message rather than a trap.
 func Dispatch(in []byte, req abi.Message, fn func() (abi.Message, error)) []byte {
+	defer endCall()
 	if fn == nil {
 		return encode(abi.Outcome{Status: abi.StatusError, Message: "guest: no implementation registered for this export"}, nil)
 	}

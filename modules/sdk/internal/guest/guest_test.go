@@ -1,6 +1,7 @@
 package guest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -57,5 +58,24 @@ func TestOutputBufferIsReused(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { Handle(in, true, fn) })
 	if allocs > 5 {
 		t.Fatalf("%v allocations per call", allocs)
+	}
+}
+
+// TestPolledDeadline: the timer-free context TinyGo modules get ends at
+// its deadline when polled.
+func TestPolledDeadline(t *testing.T) {
+	live := newPolledDeadline(time.Now().Add(time.Hour))
+	if live.Err() != nil {
+		t.Fatalf("Err = %v before the deadline", live.Err())
+	}
+	select {
+	case <-live.Done():
+		t.Fatal("Done closed before the deadline")
+	default:
+	}
+	ended := newPolledDeadline(time.Now().Add(-time.Millisecond))
+	<-ended.Done()
+	if ended.Err() != context.DeadlineExceeded {
+		t.Fatalf("Err = %v after the deadline, want DeadlineExceeded", ended.Err())
 	}
 }

@@ -155,7 +155,14 @@ func (p *provider) InstanceID(_ context.Context, name string) (string, error) {
 	}
 	return "id-" + name, nil
 }
-func (p *provider) InstanceType(_ context.Context, name string) (string, error) {
+func (p *provider) InstanceType(ctx context.Context, name string) (string, error) {
+	if name == "time-left" {
+		deadline, ok := ctx.Deadline()
+		if !ok {
+			return "", errors.New("the call's context has no deadline")
+		}
+		return time.Until(deadline).String(), nil
+	}
 	return "type-" + name, nil
 }
 func (p *provider) InstanceTypeByProviderID(_ context.Context, id string) (string, error) {
