@@ -52,15 +52,8 @@ modules: ## Build the simcloud, hcloud and aws provider modules with standard Go
 	done
 	@ls -l $(BIN)/*.wasm $(BIN)/*.wasm.gz
 
-# End-to-end packages each start an API server; running them one at a time
-# keeps their timing honest on a 2-core machine.
-UNIT_PKGS = $$($(GO) list ./... | grep -v /test/)
-
-test: deps node-deps lint chart ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run.
-	WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 $(UNIT_PKGS)
-	$(call IN_STDLIB_MODULES,$(GO) test -count=1 ./...)
-	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 -p 1 -timeout 40m ./test/...
-	$(MAKE) fuzz
+test: ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run, with the time of each phase.
+	GO=$(GO) hack/test.sh
 
 test-unit: ## Unit tests only (seconds; end-to-end tests skip without the cached binaries).
 	$(GO) test ./...
