@@ -104,6 +104,8 @@ func hcloudEnv(t *testing.T) (config, spec string) {
 		t.Fatal(err)
 	}
 	spec += "loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}}\n"
+	// Hetzner Cloud allows 3,600 requests an hour per project.
+	spec += "rateLimit: {perHour: 3600}\n"
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, "", spec)
 }
 
@@ -220,9 +222,13 @@ func TestConformancePasses(t *testing.T) {
 	modules := []struct {
 		name string
 		env  func(*testing.T) (config, spec string)
+		// snapshot: the module keeps a snapshot of the cloud's
+		// instances, so its warm phase costs far fewer requests than
+		// its cold calls would.
+		snapshot bool
 	}{
-		{name: "simcloud", env: func(t *testing.T) (string, string) { return simcloudEnv(t, "", "") }},
-		{name: "hcloud", env: hcloudEnv},
+		{name: "simcloud", env: func(t *testing.T) (string, string) { return simcloudEnv(t, "", "") }, snapshot: true},
+		{name: "hcloud", env: hcloudEnv, snapshot: true},
 		{name: "aws", env: awsEnv},
 	}
 	for _, m := range modules {
@@ -242,6 +248,11 @@ func TestConformancePasses(t *testing.T) {
 				}
 				if !strings.Contains(out, "ok   "+conformance.RuleRawCredentials+"      no credential read raw\n") {
 					t.Errorf("the report does not say the module read no credential raw:\n%s", out)
+				}
+				warm, cold := warmTotals(t, out)
+				t.Logf("warm phase: %d requests per hour, %d from empty state\n%s", warm, cold, out[strings.LastIndex(out, "warm phase:"):])
+				if m.snapshot && warm*2 > cold {
+					t.Errorf("the warm phase costs %d requests per hour, not far below the %d of cold calls:\n%s", warm, cold, out)
 				}
 				var report struct {
 					Suites []struct {
@@ -265,6 +276,20 @@ func TestConformancePasses(t *testing.T) {
 			})
 		}
 	}
+}
+
+// warmTotals reads the warm phase's requests per hour, and what the same
+// calls would cost from empty state, from a report.
+func warmTotals(t *testing.T, out string) (warm, cold int) {
+	t.Helper()
+	_, line, ok := strings.Cut(out, "\n  total ")
+	if !ok {
+		t.Fatalf("no warm phase total in the report:\n%s", out)
+	}
+	if _, err := fmt.Sscanf(line, "%d requests per hour; %d if every call started from empty state", &warm, &cold); err != nil {
+		t.Fatalf("warm phase total %q: %v", line, err)
+	}
+	return warm, cold
 }
 
 // TestConformanceBrokenModules: each deliberate bug fails the run, naming
@@ -374,7 +399,8 @@ func TestConformanceRateLimitedCloud(t *testing.T) {
 	os.Mkdir(limited, 0o700)
 	os.WriteFile(filepath.Join(limited, "token"), []byte(limitedToken), 0o600)
 	specYAML, _ := os.ReadFile(spec)
-	os.WriteFile(spec, append(specYAML, "limitedCredentials: {dir: read-only}\n"...), 0o600)
+	// The warm phase, paced too, would only lengthen the run.
+	os.WriteFile(spec, append(specYAML, "limitedCredentials: {dir: read-only}\nwarm: {skip: true}\n"...), 0o600)
 
 	start := time.Now()
 	code, out, errOut := runCLI(t, "", "test", "-config", config, "-spec", spec, buildModule(t, "../../modules/simcloud/module", wasmbuild.Go))

@@ -29,6 +29,7 @@ const (
 	RuleLimitedCredential     = "limited-credential"
 	RuleNoCredentialLeak      = "no-credential-leak"
 	RuleRawCredentials        = "raw-credentials"
+	RuleWarmRateLimit         = "warm-rate-limit"
 
 	// FaultChecks classes the passing check of one call under one fault,
 	// which kept every rule.
@@ -61,6 +62,7 @@ var Rules = []RuleInfo{
 	{RuleLimitedCredential, "with `limitedCredentials`, no destructive answer to what the cloud refuses"},
 	{RuleNoCredentialLeak, "no secret of the module's credentials in its log lines, errors, results or request URLs"},
 	{RuleRawCredentials, "reports (never fails) which credentials the module read raw through `credentials.readable`"},
+	{RuleWarmRateLimit, "with `rateLimit.perHour`, the warm phase's requests, extrapolated to an hour, stay within the cloud's limit"},
 }
 
 // Result is one check.
@@ -86,7 +88,9 @@ type Report struct {
 	// Throttled is what the cloud's own rate limit cost the run; it
 	// never fails a check.
 	Throttled Throttling
-	secrets   []string
+	// Warm is what the warm phase counted; nil when it did not run.
+	Warm    *WarmReport
+	secrets []string
 }
 
 // Failed counts the failed checks.
@@ -141,6 +145,9 @@ func (r *Report) WriteText(w io.Writer) error {
 			passed++
 			fmt.Fprintf(&b, "ok   %-20s %s\n", res.Rule, res.Name)
 		}
+	}
+	if r.Warm != nil {
+		r.Warm.write(&b)
 	}
 	if t := r.Throttled; t.Count > 0 {
 		fmt.Fprintf(&b, "the cloud answered 429 (its own rate limit) %d times: waited %s in total, %d reached the module and were not scored\n",

@@ -1,6 +1,7 @@
 package conformance
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -32,6 +34,40 @@ type Spec struct {
 	// route with it, and nothing the cloud refuses may be answered as
 	// gone, shut down or deleted.
 	LimitedCredentials *SpecCredentials `json:"limitedCredentials,omitempty"`
+	// RateLimit is the cloud's documented rate limit, which the warm
+	// phase's requests per hour are checked against.
+	RateLimit *SpecRateLimit `json:"rateLimit,omitempty"`
+	// Warm configures the warm phase.
+	Warm SpecWarm `json:"warm,omitempty"`
+}
+
+// SpecRateLimit is a cloud's rate limit for one token.
+type SpecRateLimit struct {
+	PerHour int `json:"perHour"`
+}
+
+// SpecWarm configures the warm phase, which replays the CCM's calls in a
+// cluster at rest with the module's shared state kept between calls.
+type SpecWarm struct {
+	// Skip leaves the warm phase out.
+	Skip bool `json:"skip,omitempty"`
+	// Period is the simulated time replayed, a Go duration; default 10m.
+	// Its counts are extrapolated to an hour.
+	Period string `json:"period,omitempty"`
+	// StateMaxAge is how often, in simulated time, the suite empties the
+	// module's shared state, as if everything it keeps aged out then: the
+	// shortest max-age the module gives StateGet; default 10s.
+	StateMaxAge string `json:"stateMaxAge,omitempty"`
+}
+
+func (w SpecWarm) period() time.Duration {
+	d, _ := time.ParseDuration(w.Period)
+	return cmp.Or(d, defaultWarmPeriod)
+}
+
+func (w SpecWarm) stateMaxAge() time.Duration {
+	d, _ := time.ParseDuration(w.StateMaxAge)
+	return cmp.Or(d, defaultWarmStateMaxAge)
 }
 
 // SpecCredentials is a credentials directory, as credentials.dir of the
@@ -175,6 +211,14 @@ func ReadSpec(path string) (*Spec, error) {
 	}
 	if n := s.LoadBalancer.List.Seed; n != nil && *n < 0 {
 		return nil, fmt.Errorf("test spec %s: loadBalancer.list.seed is %d; want 0 or more", path, *n)
+	}
+	for field, v := range map[string]string{"warm.period": s.Warm.Period, "warm.stateMaxAge": s.Warm.StateMaxAge} {
+		if d, err := time.ParseDuration(v); v != "" && (err != nil || d <= 0) {
+			return nil, fmt.Errorf("test spec %s: %s is %q; want a positive duration such as 10m or 30s", path, field, v)
+		}
+	}
+	if l := s.RateLimit; l != nil && l.PerHour <= 0 {
+		return nil, fmt.Errorf("test spec %s: rateLimit.perHour is %d; want a positive number of requests", path, l.PerHour)
 	}
 	if lc := s.LimitedCredentials; lc != nil {
 		if lc.Dir == "" {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writeSpec(t *testing.T, content string) string {
@@ -55,6 +56,19 @@ limitedCredentials: {dir: readonly}
 	}
 	if _, err := ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: -1}}\n")); err == nil {
 		t.Error("a negative seed was accepted")
+	}
+
+	s, err = ReadSpec(writeSpec(t, "rateLimit: {perHour: 3600}\nwarm: {period: 1h, stateMaxAge: 30s}\n"))
+	if err != nil || s.RateLimit.PerHour != 3600 || s.Warm.period() != time.Hour || s.Warm.stateMaxAge() != 30*time.Second {
+		t.Fatalf("rateLimit, warm: %v %+v", err, s)
+	}
+	if s, _ := ReadSpec(writeSpec(t, "nodes: []\n")); s.Warm.period() != defaultWarmPeriod || s.Warm.stateMaxAge() != defaultWarmStateMaxAge || s.RateLimit != nil {
+		t.Errorf("warm defaults: %+v", s.Warm)
+	}
+	for _, bad := range []string{"warm: {period: 0s}\n", "warm: {stateMaxAge: soon}\n", "rateLimit: {perHour: 0}\n"} {
+		if _, err := ReadSpec(writeSpec(t, bad)); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
 	}
 
 	if _, err := ReadSpec(writeSpec(t, "nodes:\n- {name: a, expectError: Gone}\n")); err == nil || !strings.Contains(err.Error(), "want one of NotFound") {

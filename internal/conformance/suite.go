@@ -16,6 +16,11 @@
 // DeleteRoute, which must rest on the cloud's own 2xx or 404 to a
 // destroying request as the interceptor saw it.
 //
+// Every checked call starts from empty shared state, so that it reaches
+// the cloud and can be faulted. The warm phase (warm.go) then measures what
+// the module costs as the CCM runs it: the controllers' calls of a cluster
+// at rest, state kept, counted per call kind and endpoint.
+//
 // Requests reach the cloud at Options.Rate; the cloud's own 429s are
 // waited out and reported, never scored against the module.
 //
@@ -119,6 +124,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	} else {
 		r.routes()
 	}
+	r.warm(opts.Host.PoolSize)
 	if r.limited != nil {
 		r.limitedInstances()
 	}
@@ -312,10 +318,7 @@ func (r *runner) call(export string, in abi.Message, out func() abi.Message) *ou
 }
 
 func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message) *outcome {
-	o := &outcome{method: export}
-	if m, ok := abi.LookupMethod(export); ok {
-		o.method = m.Name
-	}
+	o := &outcome{method: methodName(export)}
 	if out != nil {
 		o.out = out()
 	}
