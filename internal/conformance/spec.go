@@ -51,8 +51,9 @@ type SpecRateLimit struct {
 type SpecWarm struct {
 	// Skip leaves the warm phase out.
 	Skip bool `json:"skip,omitempty"`
-	// Period is the simulated time replayed, a Go duration; default 10m.
-	// Its counts are extrapolated to an hour.
+	// Period is the simulated time replayed, a Go duration and a
+	// multiple of 5m; default 10m. Its counts are extrapolated to an
+	// hour.
 	Period string `json:"period,omitempty"`
 	// StateMaxAge is how often, in simulated time, the suite empties the
 	// module's shared state, as if everything it keeps aged out then: the
@@ -216,6 +217,9 @@ func ReadSpec(path string) (*Spec, error) {
 		if d, err := time.ParseDuration(v); v != "" && (err != nil || d <= 0) {
 			return nil, fmt.Errorf("test spec %s: %s is %q; want a positive duration such as 10m or 30s", path, field, v)
 		}
+	}
+	if p := s.Warm.period(); p%nodeStatusPeriod != 0 {
+		return nil, fmt.Errorf("test spec %s: warm.period is %s; want a multiple of %s, the longest period it replays, so that every call's rate is counted whole", path, p, nodeStatusPeriod)
 	}
 	if l := s.RateLimit; l != nil && l.PerHour <= 0 {
 		return nil, fmt.Errorf("test spec %s: rateLimit.perHour is %d; want a positive number of requests", path, l.PerHour)

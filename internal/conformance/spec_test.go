@@ -65,7 +65,7 @@ limitedCredentials: {dir: readonly}
 	if s, _ := ReadSpec(writeSpec(t, "nodes: []\n")); s.Warm.period() != defaultWarmPeriod || s.Warm.stateMaxAge() != defaultWarmStateMaxAge || s.RateLimit != nil {
 		t.Errorf("warm defaults: %+v", s.Warm)
 	}
-	for _, bad := range []string{"warm: {period: 0s}\n", "warm: {stateMaxAge: soon}\n", "rateLimit: {perHour: 0}\n"} {
+	for _, bad := range []string{"warm: {period: 0s}\n", "warm: {period: 7m}\n", "warm: {stateMaxAge: soon}\n", "rateLimit: {perHour: 0}\n"} {
 		if _, err := ReadSpec(writeSpec(t, bad)); err == nil {
 			t.Errorf("%q was accepted", bad)
 		}

@@ -47,6 +47,8 @@ type WarmReport struct {
 	Endpoints map[string]int
 	// RateLimit is the spec's rateLimit.perHour, 0 when it gives none.
 	RateLimit int
+	// Elapsed is the real time the phase took.
+	Elapsed time.Duration
 }
 
 // WarmKind is one call kind of the warm phase.
@@ -101,8 +103,8 @@ func (w *WarmReport) count(method string, requests, cold int, served, failed boo
 }
 
 func (w *WarmReport) write(b io.Writer) {
-	fmt.Fprintf(b, "warm phase: %s of the CCM's calls replayed back to back on one module, shared state kept (emptied every %s of simulated time); per hour:\n",
-		w.Period, w.StateMaxAge)
+	fmt.Fprintf(b, "warm phase: %s of the CCM's calls replayed back to back in %s on one module, shared state kept (emptied every %s of simulated time); per hour:\n",
+		w.Period, w.Elapsed.Round(time.Millisecond), w.StateMaxAge)
 	fmt.Fprintf(b, "  %-22s %8s %10s %10s %18s\n", "call", "calls", "requests", "cold", "without a request")
 	for _, k := range w.Kinds {
 		fmt.Fprintf(b, "  %-22s %8d %10d %10d %18d", k.Method, w.perHour(k.Calls), w.perHour(k.Requests), w.perHour(k.Cold), w.perHour(k.Unrequested))
@@ -198,6 +200,7 @@ func (r *runner) warm(poolSize int) {
 		r.skip(RuleWarmRateLimit, "warm phase", "the test spec lists no node the CCM would ask about, and there are no routes to list")
 		return
 	}
+	start := time.Now()
 	cfg := r.cfg
 	cfg.PoolSize = poolSize
 	mod, err := host.New(r.ctx, r.wasm, cfg)
@@ -252,6 +255,7 @@ func (r *runner) warm(poolSize int) {
 			ph.call(abi.ExportListRoutes, clusterRoutes)
 		}
 	}
+	w.Elapsed = time.Since(start)
 	r.report.Warm = w
 
 	warm, coldTotal := w.Totals()
