@@ -11,12 +11,23 @@
 #   WASMCCM_SCALE_QPS=100 WASMCCM_SCALE_API_BURST=200 hack/scale.sh
 #
 # Every setting is documented in test/scale/scale_test.go. By default the
-# run also waits for the node controller's 5-minute status refresh and
-# times it (WASMCCM_SCALE_REFRESH=0 skips it), so one variant takes about
-# six minutes. The results go to stdout and, as JSON, to
-# $WASMCCM_SCALE_OUT (default bin/scale-<N>.json).
+# run then watches each variant keep the Nodes current for a fixed window,
+# WASMCCM_SCALE_REFRESH_WINDOW (default 6m, one pass of the node
+# controller's 5-minute status refresh with margin), and reports that
+# window's cloud requests by endpoint and CCM CPU; WASMCCM_SCALE_REFRESH=0
+# measures 30 s of idle instead. One variant takes about seven minutes at
+# 1,000 Nodes. The results go to stdout and, as JSON with the date, the
+# command and the machine, to $WASMCCM_SCALE_OUT (default
+# bin/scale-<N>.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# The command as given, with the settings the caller chose, for the record.
+command=hack/scale.sh
+for name in $(compgen -e | grep '^WASMCCM_SCALE_' | sort -r); do
+	[ "$name" = WASMCCM_SCALE_COMMAND ] || command="$name=$(printf %q "${!name}") $command"
+done
+export WASMCCM_SCALE_COMMAND="$command"
 
 export WASMCCM_SCALE=1 WASMCCM_E2E=1
 export WASMCCM_SCALE_NODES="${WASMCCM_SCALE_NODES:-1000}"
@@ -33,7 +44,6 @@ esac
 mkdir -p "$(dirname "$WASMCCM_SCALE_OUT")"
 export WASMCCM_SCALE_OUT
 
-echo "machine: $(nproc) cores, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(go version)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 go test ./test/scale -run '^TestScale$' -count=1 -v -timeout 6h
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -5,17 +5,74 @@ package scale
 import (
 	"fmt"
 	"io"
+	"maps"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
 
+// provenance says when, how and where the results were produced.
+type provenance struct {
+	Date      time.Time
+	Command   string
+	CPUs      int
+	CPUModel  string
+	Memory    int64 // bytes, MemTotal
+	GoVersion string
+}
+
+func currentProvenance() provenance {
+	return provenance{Date: time.Now().UTC().Truncate(time.Second), Command: command(), CPUs: runtime.NumCPU(),
+		CPUModel: procField("/proc/cpuinfo", "model name"), Memory: memTotal(), GoVersion: runtime.Version()}
+}
+
+// command is WASMCCM_SCALE_COMMAND, or else the go test command that
+// repeats this run: the test's variables and the package's TestScale.
+func command() string {
+	if c := os.Getenv("WASMCCM_SCALE_COMMAND"); c != "" {
+		return c
+	}
+	var vars []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "WASMCCM_SCALE") || strings.HasPrefix(kv, "WASMCCM_E2E=") {
+			name, value, _ := strings.Cut(kv, "=")
+			vars = append(vars, name+"="+strconv.Quote(value))
+		}
+	}
+	slices.Sort(vars)
+	return strings.Join(append(vars, "go test ./test/scale -run '^TestScale$' -count=1 -v"), " ")
+}
+
+// procField returns the value of the first "key : value" line of a /proc
+// file, or "" if there is none.
+func procField(path, key string) string {
+	b, _ := os.ReadFile(path)
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// memTotal is the machine's memory in bytes, 0 if unknown.
+func memTotal() int64 {
+	kib, _ := strconv.ParseInt(strings.TrimSuffix(procField("/proc/meminfo", "MemTotal"), " kB"), 10, 64)
+	return kib << 10
+}
+
 // report prints the results as a Markdown table, one column per variant
 // and one per wasm variant's ratio to native.
-func report(w io.Writer, s settings, results []*result) {
+func report(w io.Writer, m provenance, s settings, results []*result) {
 	if len(results) == 0 {
 		return
 	}
 	fmt.Fprintf(w, "\n### Scale test: %d Nodes, %d LoadBalancer Services\n\n", s.Nodes, s.Services)
+	fmt.Fprintf(w, "Run: %s on %d cores (%s), %.1f GiB memory, %s.\nCommand: `%s`\n",
+		m.Date.Format(time.RFC3339), m.CPUs, m.CPUModel, float64(m.Memory)/(1<<30), m.GoVersion, m.Command)
 	fmt.Fprintf(w, "Cloud: %s per request, rate limit %g req/s (burst %d). Module pool: %d instances.\n",
 		s.Latency, s.Rate, s.RateBurst, s.PoolSize)
 	fmt.Fprintf(w, "CCM flags: %s\n\n", strings.Join(results[0].Flags, " "))
@@ -53,6 +110,7 @@ func report(w io.Writer, s settings, results []*result) {
 	mib := func(f func(r *result) int64) func(r *result) (float64, bool) {
 		return func(r *result) (float64, bool) { return float64(f(r)) / (1 << 20), true }
 	}
+	idle := func(r *result) (float64, bool) { return r.IdlePerMinute.Seconds(), r.Refresh == nil }
 	refresh := func(f func(p *phase) float64) func(r *result) (float64, bool) {
 		return func(r *result) (float64, bool) {
 			if r.Refresh == nil {
@@ -60,6 +118,20 @@ func report(w io.Writer, s settings, results []*result) {
 			}
 			return f(r.Refresh), true
 		}
+	}
+	window := fmt.Sprintf("keeping Nodes current for %s", s.RefreshWindow)
+	endpoints := map[string]bool{}
+	for _, r := range results {
+		if r.Refresh != nil {
+			for e := range r.Refresh.CloudRequests {
+				endpoints[e] = true
+			}
+		}
+	}
+	var endpointRows []row
+	for _, e := range slices.Sorted(maps.Keys(endpoints)) {
+		endpointRows = append(endpointRows, row{window + ": " + e,
+			refresh(func(p *phase) float64 { return float64(p.CloudRequests[e]) }), ""})
 	}
 	rows := []row{
 		{"CCM start-up (exec to /healthz OK)", dur(func(r *result) time.Duration { return r.Startup }), "s"},
@@ -77,14 +149,17 @@ func report(w io.Writer, s settings, results []*result) {
 		{"cloud requests, Services phase", count(func(r *result) int { return r.Services.requests() }), ""},
 		{"of which throttled (429)", count(func(r *result) int { return r.Services.RateLimited }), ""},
 		{"CCM CPU, Services phase", dur(func(r *result) time.Duration { return r.Services.CPU }), "s"},
-		{"CCM CPU per minute, idle", dur(func(r *result) time.Duration { return r.IdlePerMinute }), "s"},
-		{"node status refresh: pass duration", refresh(func(p *phase) float64 { return p.Done.Seconds() }), "s"},
-		{"node status refresh: cloud requests", refresh(func(p *phase) float64 { return float64(p.requests()) }), ""},
-		{"node status refresh: of which throttled", refresh(func(p *phase) float64 { return float64(p.RateLimited) }), ""},
-		{"node status refresh: CCM CPU", refresh(func(p *phase) float64 { return p.CPU.Seconds() }), "s"},
+		{"CCM CPU per minute, idle", idle, "s"},
+		{window + ": cloud requests", refresh(func(p *phase) float64 { return float64(p.requests()) }), ""},
+	}
+	rows = append(rows, endpointRows...)
+	rows = append(rows, []row{
+		{window + ": of which throttled", refresh(func(p *phase) float64 { return float64(p.RateLimited) }), ""},
+		{window + ": CCM CPU", refresh(func(p *phase) float64 { return p.CPU.Seconds() }), "s"},
+		{window + ": CCM CPU per minute", refresh(func(p *phase) float64 { return perMinute(p.CPU, p.Done).Seconds() }), "s"},
 		{"CCM peak RSS (VmHWM)", mib(func(r *result) int64 { return r.PeakRSS }), "MiB"},
 		{"CCM CPU, whole run", dur(func(r *result) time.Duration { return r.TotalCPU }), "s"},
-	}
+	}...)
 	for _, rw := range rows {
 		cells := []string{rw.name}
 		present := false

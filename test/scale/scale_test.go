@@ -22,14 +22,33 @@
 //	WASMCCM_SCALE_SERVICE_SYNCS  --concurrent-service-syncs (default: upstream's, 1)
 //	WASMCCM_SCALE_QPS            --kube-api-qps (default: upstream's, 20)
 //	WASMCCM_SCALE_API_BURST      --kube-api-burst (default: upstream's, 30)
-//	WASMCCM_SCALE_REFRESH        1: also wait for the periodic node status
-//	                             refresh (5 minutes after start) and time it
+//	WASMCCM_SCALE_REFRESH        1: after the Services phase, watch the CCM
+//	                             keep the Nodes current for a fixed window
+//	                             and measure its cloud requests (by endpoint)
+//	                             and CPU; 0 (the default): 30 s of idle only
+//	WASMCCM_SCALE_STATUS_PERIOD  --node-status-update-frequency (default:
+//	                             upstream's, 5m): the node controller's
+//	                             status refresh runs this long after the
+//	                             previous pass ended
+//	WASMCCM_SCALE_REFRESH_WINDOW that window (default: the status period plus
+//	                             a minute, which holds a whole pass even at
+//	                             5,000 Nodes; shorter windows may hold none)
 //	WASMCCM_SCALE_TIMEOUT        bound of each phase (default 20m)
-//	WASMCCM_SCALE_OUT            file to write the results to, as JSON
+//	WASMCCM_SCALE_OUT            file to write the results to, as JSON, with
+//	                             the date, the command and the machine
+//	WASMCCM_SCALE_COMMAND        the command to record (hack/scale.sh sets it;
+//	                             default: the equivalent go test command)
+//
+// The refresh window fails only on real errors: the CCM exiting or logging
+// an error, or a Node deleted or no longer initialized at its end. Which
+// requests keep the Nodes current is measured, not asserted: with the
+// instance snapshot (modules/simcloud/snapshot.go) they are listings, not
+// one lookup per Node.
 package scale
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -109,7 +128,9 @@ type settings struct {
 	ServiceSyncs    int
 	QPS             float64
 	APIBurst        int
+	StatusPeriod    time.Duration
 	Refresh         bool
+	RefreshWindow   time.Duration
 	Timeout         time.Duration
 }
 
@@ -123,9 +144,12 @@ func loadSettings(t *testing.T) settings {
 		PoolSize:  envInt(t, "WASMCCM_SCALE_POOL", 4),
 		NodeSyncs: envInt(t, "WASMCCM_SCALE_NODE_SYNCS", 0), ServiceSyncs: envInt(t, "WASMCCM_SCALE_SERVICE_SYNCS", 0),
 		QPS: float64(envInt(t, "WASMCCM_SCALE_QPS", 0)), APIBurst: envInt(t, "WASMCCM_SCALE_API_BURST", 0),
-		Refresh: os.Getenv("WASMCCM_SCALE_REFRESH") == "1",
-		Timeout: envDuration(t, "WASMCCM_SCALE_TIMEOUT", 20*time.Minute),
+		StatusPeriod: envDuration(t, "WASMCCM_SCALE_STATUS_PERIOD", 0),
+		Refresh:      os.Getenv("WASMCCM_SCALE_REFRESH") == "1",
+		Timeout:      envDuration(t, "WASMCCM_SCALE_TIMEOUT", 20*time.Minute),
 	}
+	const upstreamStatusPeriod = 5 * time.Minute
+	s.RefreshWindow = envDuration(t, "WASMCCM_SCALE_REFRESH_WINDOW", cmp.Or(s.StatusPeriod, upstreamStatusPeriod)+time.Minute)
 	// The test cluster's Service range is a /24; the "kubernetes" Service
 	// takes one address.
 	if s.Services > 250 {
@@ -188,6 +212,9 @@ func (s settings) flags() []string {
 	if s.APIBurst > 0 {
 		f = append(f, fmt.Sprintf("--kube-api-burst=%d", s.APIBurst))
 	}
+	if s.StatusPeriod > 0 {
+		f = append(f, "--node-status-update-frequency="+s.StatusPeriod.String())
+	}
 	return f
 }
 
@@ -224,10 +251,12 @@ type result struct {
 	StartRSS int64
 	Nodes    phase
 	Services phase
-	// Idle is the CPU time per minute between the Services phase and the
-	// refresh (or the end).
+	// IdlePerMinute is the CPU time per minute of the 30 s after the
+	// Services phase; zero when Refresh is measured instead.
 	IdlePerMinute time.Duration
-	Refresh       *phase // nil unless WASMCCM_SCALE_REFRESH=1
+	// Refresh is the fixed window after the Services phase (Done is its
+	// length); nil unless WASMCCM_SCALE_REFRESH=1.
+	Refresh *phase
 	// PeakRSS (VmHWM) and TotalCPU over the whole run, in bytes and time.
 	PeakRSS  int64
 	TotalCPU time.Duration
@@ -238,6 +267,7 @@ func TestScale(t *testing.T) {
 		t.Skip("set WASMCCM_SCALE=1 (or run hack/scale.sh) to run the scale test")
 	}
 	s := loadSettings(t)
+	m := currentProvenance()
 	t.Logf("scenario: %+v", s)
 	var results []*result
 	for _, v := range s.Variants {
@@ -245,9 +275,9 @@ func TestScale(t *testing.T) {
 			break
 		}
 	}
-	report(os.Stdout, s, results)
+	report(os.Stdout, m, s, results)
 	if out := os.Getenv("WASMCCM_SCALE_OUT"); out != "" {
-		b, _ := json.MarshalIndent(map[string]any{"settings": s, "results": results}, "", "  ")
+		b, _ := json.MarshalIndent(map[string]any{"provenance": m, "settings": s, "results": results}, "", "  ")
 		if err := os.WriteFile(out, b, 0o644); err != nil {
 			t.Error(err)
 		}
@@ -324,16 +354,13 @@ func run(t *testing.T, s settings, variant string) *result {
 	t.Logf("%s: %d Services have an ingress IP after %s (%d cloud requests, %d throttled)", variant, s.Services,
 		r.Services.Done.Round(time.Millisecond), r.Services.requests(), r.Services.RateLimited)
 
-	// Phase 3: idle, then (optionally) the periodic node status refresh,
-	// which calls InstanceMetadata for every initialized Node.
-	idleStart, idleCPU := time.Now(), ccm.Stat().CPU
+	// Phase 3: keeping the Nodes current over a fixed window, or idle.
 	if s.Refresh {
-		var refreshStart time.Time
-		var refreshCPU time.Duration
-		r.Refresh, refreshStart, refreshCPU = waitRefresh(t, s, cloud, ccm)
-		r.IdlePerMinute = perMinute(refreshCPU-idleCPU, refreshStart.Sub(idleStart))
-		t.Logf("%s: node status refresh of %d Nodes took %s", variant, s.Nodes, r.Refresh.Done.Round(time.Millisecond))
+		r.Refresh = watchRefresh(t, s, client, cloud, ccm)
+		t.Logf("%s: kept %d Nodes current for %s: cloud requests %v, CCM CPU %s", variant, s.Nodes,
+			s.RefreshWindow, r.Refresh.CloudRequests, r.Refresh.CPU.Round(time.Millisecond))
 	} else {
+		idleStart, idleCPU := time.Now(), ccm.Stat().CPU
 		time.Sleep(30 * time.Second)
 		r.IdlePerMinute = perMinute(ccm.Stat().CPU-idleCPU, time.Since(idleStart))
 	}
@@ -608,30 +635,88 @@ func diff(after, before map[string]int) map[string]int {
 	return out
 }
 
-// waitRefresh waits for the node controller's periodic status refresh
-// (every --node-status-update-frequency, 5 minutes, the first at start),
-// which calls InstanceMetadata for every initialized Node: with provider
-// IDs set, that is one GET /v1/instances/{id} per Node, and nothing else
-// requests that endpoint in this scenario. It returns the pass as a phase,
-// with when it started and the CCM's CPU time then.
-func waitRefresh(t *testing.T, s settings, cloud *simcloud.Cloud, ccm *ccmproc.Process) (*phase, time.Time, time.Duration) {
-	const endpoint = "GET /v1/instances/{id}"
-	base := cloud.Counters()
-	timeout := 6*time.Minute + s.Timeout
-	var start time.Time
-	var cpu0 time.Duration
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		c := cloud.Counters()
-		n := c.Requests[endpoint] - base.Requests[endpoint]
-		if start.IsZero() && n > 0 {
-			start, cpu0 = time.Now(), ccm.Stat().CPU
-		}
-		if n >= s.Nodes {
-			st := ccm.Stat()
-			return &phase{Done: time.Since(start), CloudRequests: diff(c.Requests, base.Requests),
-				RateLimited: c.RateLimited - base.RateLimited, CPU: st.CPU - cpu0, RSS: st.RSS}, start, cpu0
+// watchRefresh watches the CCM for s.RefreshWindow after the Services
+// phase: the node controller's periodic status refresh calls
+// InstanceMetadata for every initialized Node, and the other controllers
+// resync. It returns the window as a phase, and fails t on real errors
+// only: the CCM exiting or logging an error during the window, or a Node
+// deleted or no longer initialized at its end.
+func watchRefresh(t *testing.T, s settings, client kubernetes.Interface, cloud *simcloud.Cloud, ccm *ccmproc.Process) *phase {
+	logStart := fileSize(t, ccm.LogPath)
+	base, cpu0 := cloud.Counters(), ccm.Stat().CPU
+	for end := time.Now().Add(s.RefreshWindow); time.Now().Before(end); {
+		ccm.CheckAlive(t)
+		time.Sleep(min(time.Second, time.Until(end)))
+	}
+	c, st := cloud.Counters(), ccm.Stat()
+	p := &phase{Done: s.RefreshWindow, CloudRequests: diff(c.Requests, base.Requests),
+		RateLimited: c.RateLimited - base.RateLimited, CPU: st.CPU - cpu0, RSS: st.RSS}
+	if errs := logErrors(t, ccm.LogPath, logStart); len(errs) > 0 {
+		t.Errorf("the CCM logged %d errors while keeping the Nodes current, the first:\n%s",
+			len(errs), strings.Join(errs[:min(len(errs), 10)], "\n"))
+	}
+	checkNodesInitialized(t, client, s.Nodes)
+	return p
+}
+
+// checkNodesInitialized fails t unless there are n Nodes, each with a
+// provider ID and without the uninitialized taint.
+func checkNodesInitialized(t *testing.T, client kubernetes.Interface, n int) {
+	nodes, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost []string
+	for i := range nodes.Items {
+		if node := &nodes.Items[i]; node.Spec.ProviderID == "" || hasTaint(node) {
+			lost = append(lost, node.Name)
 		}
 	}
-	t.Fatalf("no complete node status refresh within %s", timeout)
-	return nil, time.Time{}, 0
+	if len(nodes.Items) != n || len(lost) > 0 {
+		t.Errorf("after the refresh window: %d Nodes of %d, %d of them no longer initialized (first: %v)",
+			len(nodes.Items), n, len(lost), lost[:min(len(lost), 10)])
+	}
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
+
+// testClusterNoise marks the error the CCM's authentication logs at every
+// resync because the test cluster's kube-apiserver has no front-proxy CA:
+// it says nothing about the controllers under test.
+const testClusterNoise = "configmap_cafile_content.go:"
+
+// logErrors returns the error lines (klog's "E" severity) that the log at
+// path holds after offset from.
+func logErrors(t *testing.T, path string, from int64) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for line := range strings.Lines(string(b[min(from, int64(len(b))):])) {
+		if isKlogError(line) && !strings.Contains(line, testClusterNoise) {
+			errs = append(errs, strings.TrimSuffix(line, "\n"))
+		}
+	}
+	return errs
+}
+
+// isKlogError reports whether line is a klog header of severity error:
+// "E" then the date, "E1126 08:30:33.123456 ...".
+func isKlogError(line string) bool {
+	if len(line) < 6 || line[0] != 'E' || line[5] != ' ' {
+		return false
+	}
+	for _, c := range line[1:5] {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
