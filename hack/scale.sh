@@ -9,16 +9,19 @@
 #   WASMCCM_SCALE_NODES=5000 hack/scale.sh
 #   WASMCCM_SCALE_NODE_SYNCS=4 WASMCCM_SCALE_SERVICE_SYNCS=4 \
 #   WASMCCM_SCALE_QPS=100 WASMCCM_SCALE_API_BURST=200 hack/scale.sh
+#   WASMCCM_SCALE_STATUS_PERIOD=30s WASMCCM_SCALE_REFRESH_WINDOW=1m hack/scale.sh
 #
-# Every setting is documented in test/scale/scale_test.go. By default the
-# run then watches each variant keep the Nodes current for a fixed window,
-# WASMCCM_SCALE_REFRESH_WINDOW (default 6m, one pass of the node
-# controller's 5-minute status refresh with margin), and reports that
-# window's cloud requests by endpoint and CCM CPU; WASMCCM_SCALE_REFRESH=0
-# measures 30 s of idle instead. One variant takes about seven minutes at
-# 1,000 Nodes. The results go to stdout and, as JSON with the date, the
-# command and the machine, to $WASMCCM_SCALE_OUT (default
-# bin/scale-<N>.json).
+# Every setting is documented in test/scale/scale_test.go. After the
+# Services phase, each variant is watched keeping the Nodes current for a
+# fixed window, WASMCCM_SCALE_REFRESH_WINDOW (default 6m: one pass of the
+# node controller's 5-minute status refresh, WASMCCM_SCALE_STATUS_PERIOD,
+# with a minute of margin), and that window's cloud requests by endpoint
+# and CCM CPU are reported; the run fails on real errors only (the CCM
+# exiting or logging an error, a Node no longer initialized), not on a
+# request pattern. WASMCCM_SCALE_REFRESH=0 measures 30 s of idle instead.
+# The window makes each variant take six minutes more than its phases. The
+# results go to stdout and, as JSON with the date, the command and the
+# machine, to $WASMCCM_SCALE_OUT (default bin/scale-<N>.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -25,14 +25,15 @@
 //	WASMCCM_SCALE_REFRESH        1: after the Services phase, watch the CCM
 //	                             keep the Nodes current for a fixed window
 //	                             and measure its cloud requests (by endpoint)
-//	                             and CPU; 0 (the default): 30 s of idle only
+//	                             and CPU (hack/scale.sh's default); else
+//	                             30 s of idle only
 //	WASMCCM_SCALE_STATUS_PERIOD  --node-status-update-frequency (default:
 //	                             upstream's, 5m): the node controller's
 //	                             status refresh runs this long after the
 //	                             previous pass ended
-//	WASMCCM_SCALE_REFRESH_WINDOW that window (default: the status period plus
-//	                             a minute, which holds a whole pass even at
-//	                             5,000 Nodes; shorter windows may hold none)
+//	WASMCCM_SCALE_REFRESH_WINDOW the refresh window (default: the status period
+//	                             plus a minute for the pass itself; a shorter
+//	                             window may hold no pass)
 //	WASMCCM_SCALE_TIMEOUT        bound of each phase (default 20m)
 //	WASMCCM_SCALE_OUT            file to write the results to, as JSON, with
 //	                             the date, the command and the machine
