@@ -21,7 +21,8 @@
 # request pattern. WASMCCM_SCALE_REFRESH=0 measures 30 s of idle instead.
 # The window makes each variant take six minutes more than its phases. The
 # results go to stdout and, as JSON with the date, the command and the
-# machine, to $WASMCCM_SCALE_OUT (default bin/scale-<N>.json).
+# machine, to $WASMCCM_SCALE_OUT (default bin/scale-<N>-<UTC date and time>.json,
+# so that runs do not overwrite each other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -37,7 +38,7 @@ export WASMCCM_SCALE_NODES="${WASMCCM_SCALE_NODES:-1000}"
 export WASMCCM_SCALE_SERVICES="${WASMCCM_SCALE_SERVICES:-200}"
 export WASMCCM_SCALE_REFRESH="${WASMCCM_SCALE_REFRESH:-1}"
 mkdir -p bin
-WASMCCM_SCALE_OUT="${WASMCCM_SCALE_OUT:-bin/scale-${WASMCCM_SCALE_NODES}.json}"
+WASMCCM_SCALE_OUT="${WASMCCM_SCALE_OUT:-bin/scale-${WASMCCM_SCALE_NODES}-$(date -u +%Y%m%dT%H%M%SZ).json}"
 # go test runs in the package's directory: a relative path would be
 # resolved from test/scale, where bin/ does not exist.
 case "$WASMCCM_SCALE_OUT" in
