@@ -45,9 +45,8 @@ func (f *flights) write() { f.writes.Add(1) }
 // do sends the request through send unless an identical one, begun since
 // the last write ended, is in flight, in which case it waits for and
 // shares what became of that one (joined), a shadow's refusal included,
-// unless ctx ends first. A
-// shared response is read-only: every instance copies it into its own
-// memory.
+// unless ctx ends first. A shared response is read-only: every instance
+// copies it into its own memory.
 func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent, joined bool) {
 	writes := f.writes.Load()
 	f.mu.Lock()

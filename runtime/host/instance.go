@@ -40,6 +40,9 @@ type instance struct {
 	pending    []byte
 	hasPending bool
 	violation  error
+	// shadowRefused is set when the rate budget refused a request of the
+	// call for want of spare room, the module being in shadow (RateBudget).
+	shadowRefused bool
 	// claims are the shared state keys this instance's call claimed,
 	// released when the call ends.
 	claims []string
@@ -107,7 +110,9 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 		return &FailureError{Export: export, Reason: reason, Err: err}
 	}
 	ctx = context.WithValue(ctx, instanceKey{}, inst)
-	inst.hasPending, inst.pending, inst.violation = false, inst.pending[:0], nil
+	// nil rather than pending[:0]: a result the guest never took would
+	// otherwise stay alive until the next one.
+	inst.hasPending, inst.pending, inst.violation, inst.shadowRefused = false, nil, nil, false
 	defer m.state.releaseClaims(inst)
 
 	inst.input = abi.Marshal(inst.input, in)

@@ -448,7 +448,6 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	start := time.Now()
 	ctx, cancel := m.guestContext(ctx)
 	defer cancel()
-	ctx, refusals := m.watchShadowRefusals(ctx)
 	inst, err := m.pool.acquire(ctx)
 	if errors.Is(err, ErrClosed) {
 		// Not a failed call: the module was replaced, and the caller
@@ -459,6 +458,9 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 		err = &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
 	} else {
 		err = m.callInstance(ctx, inst, export, in, out)
+		// Read before the instance goes back to the pool, where another
+		// call may take it.
+		shadowRefused := inst.shadowRefused
 		var failure *FailureError
 		switch {
 		case errors.As(err, &failure):
@@ -469,7 +471,9 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 		default:
 			m.pool.release(inst)
 		}
-		err = refusals.withhold(export, err)
+		if shadowRefused {
+			err = withheld(export)
+		}
 	}
 	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
 	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()

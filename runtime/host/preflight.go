@@ -12,8 +12,9 @@ import (
 
 // newRequest builds the request req asks for, to u (already checked
 // against the allowlist), and makes every check the host would otherwise
-// make only while sending it: the method (checkMethod), each header's name and value,
-// and what the reserved headers ask (authenticator.authorize). A request
+// make only while sending it: the method (checkMethod), each header's
+// name and value, and what the reserved headers ask
+// (authenticator.authorize). A request
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
 // requests that are never sent.

@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -433,40 +432,19 @@ func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
 	}
 }
 
-// shadowRefusalsKey carries a shadow's call's *shadowRefusals in its
-// context.
-type shadowRefusalsKey struct{}
-
-// shadowRefusals records whether the rate budget refused a request of one
-// call of a module in shadow, for want of spare room.
-type shadowRefusals struct{ refused atomic.Bool }
-
-// watchShadowRefusals returns ctx ready to record the refusals of a call
-// of a module in shadow, and nil for one in service, whose requests the
-// budget refuses only past the call's deadline, as the cloud would.
-func (m *Module) watchShadowRefusals(ctx context.Context) (context.Context, *shadowRefusals) {
-	if !m.http.shadow.Load() {
-		return ctx, nil
-	}
-	r := &shadowRefusals{}
-	return context.WithValue(ctx, shadowRefusalsKey{}, r), r
-}
-
-// noteShadowRefusal records a shadow's refused request in ctx's call.
+// noteShadowRefusal records in the running call that the rate budget
+// refused one of its requests, or one it joined, for want of spare room.
 func noteShadowRefusal(ctx context.Context) {
-	if r, ok := ctx.Value(shadowRefusalsKey{}).(*shadowRefusals); ok {
-		r.refused.Store(true)
+	if inst := callerInstance(ctx); inst != nil {
+		inst.shadowRefused = true
 	}
 }
 
-// withhold replaces the outcome of a call in which the budget refused a
-// request: whatever the module answered was shaped by the host's refusal,
-// not by the cloud, so it is no evidence for or against the module. It
-// leaves err as it is for any other call.
-func (r *shadowRefusals) withhold(export string, err error) error {
-	if r == nil || !r.refused.Load() {
-		return err
-	}
+// withheld replaces the outcome of a call of a module in shadow in which
+// the budget refused a request: whatever the module answered was shaped by
+// the host's refusal, not by the cloud, so it is no evidence for or
+// against the module.
+func withheld(export string) error {
 	return &FailureError{Export: export, Reason: ReasonShadowThrottled, Err: ErrShadowThrottled}
 }
 
