@@ -5,8 +5,6 @@
 package sdk
 
 import (
-	"time"
-
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/internal/guest"
 )
@@ -19,6 +17,3 @@ func exportAlloc(size uint32) uint32 { return guest.AddressOf(guest.Input(size))
 
 //go:wasmexport wasmccm_init
 func exportInit(ptr, size uint32) uint64 { return guest.Export(ptr, size, initialize) }
-
-//go:wasmexport wasmccm_set_deadline
-func exportSetDeadline(timeLeft int64) { guest.SetDeadline(time.Duration(timeLeft)) }

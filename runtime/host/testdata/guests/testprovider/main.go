@@ -15,6 +15,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/clusters"
+	_ "github.com/wasmccm/wasmccm/modules/sdk/export/deadline"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instances"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
