@@ -42,7 +42,7 @@ func simcloudEnvWith(t *testing.T, extra, creds string, wrap func(http.Handler) 
 	}})
 	// Load balancers that are not the cluster's: one made by hand, one
 	// tagged with the cluster but no Service UID (an older module's).
-	for _, lb := range []simcloud.LoadBalancer{{Name: "by-hand"}, {Name: "older-module", Tags: map[string]string{"kubernetes-cluster": "kubernetes"}}} {
+	for _, lb := range []simcloud.LoadBalancer{{Name: "by-hand"}, {Name: "older-module", Tags: map[string]string{"wasmccm.io/cluster": "kubernetes"}}} {
 		lb.Ports = []simcloud.Port{{Protocol: "TCP", Port: 80, NodePort: 30080}}
 		if _, err := cloud.CreateLoadBalancer(lb); err != nil {
 			t.Fatal(err)
@@ -319,6 +319,8 @@ func TestConformanceBrokenModules(t *testing.T) {
 		{"instanceid-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceID(node-1) under 500 (request 1 of 1)\n     InstanceID answered NotFound"},
 		{"list-any-cluster", conformance.RuleLBListOwn, "which EnsureLoadBalancer made for cluster wasmccm-conformance-other"},
 		{"list-short-on-error", conformance.RuleLBListComplete, "ListLoadBalancers under 500 (request 1 of 1)\n     ListLoadBalancers answered 0 load balancers, without"},
+		{"gone-from-snapshot", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call"},
+		{"partial-kept", conformance.RuleGoneConfirmed, "under 500 (request 1 of 1) kept its state\n     InstanceExists answered false for an instance that exists, from what the faulted call before it kept"},
 		{"list-untagged", conformance.RuleLBListOwn, "which the test spec lists as foreign (loadBalancer.list.foreign): the orphan sweep would delete it"},
 	}
 	for _, tt := range tests {

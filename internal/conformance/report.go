@@ -46,7 +46,7 @@ type RuleInfo struct{ Name, Checks string }
 var Rules = []RuleInfo{
 	{RuleCapabilities, "the module validates; a capability it exports does not answer NotImplemented"},
 	{RuleInstances, "`InstanceExists`, `InstanceMetadata`, `InstanceShutdown` and `GetZoneByProviderID` agree with the spec"},
-	{RuleGoneConfirmed, "an instance answered gone is gone by the cloud's answer in that call, not by what the module kept: a snapshot may predate the instance, or miss it"},
+	{RuleGoneConfirmed, "an instance answered gone is gone by the cloud's answer in that call, not by what the module kept: a snapshot may predate the instance, and a listing that failed part-way misses some (checked again, clean, after every faulted call)"},
 	{RuleNeverGoneOnDoubt, "under a fault, `InstanceExists` (and `InstanceExistsByProviderID`) false, NotFound from `InstanceMetadata`, `InstanceShutdown`, `InstanceID` or `GetZoneByProviderID`, and `GetLoadBalancer` exists=false come only with the cloud's own 404 or 410 for that instance or load balancer in the same call"},
 	{RuleNeverShutdownOnDoubt, "under a fault, `InstanceShutdown` (and `InstanceShutdownByProviderID`) never answers true for an instance the cloud says is running"},
 	{RuleRetryAfter, "a call that fails after a 429 answers RetryAfter"},

@@ -347,10 +347,11 @@ func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message)
 // underFaults runs call once per fault and per request of its clean run,
 // injecting the fault into that request, and records one check per fault
 // with every violation judge finds. Calls whose fault was not injected (a
-// truncated empty body) are not judged. restore, if set, runs clean after
-// each faulted call to bring the cloud back to the state call expects; if
-// it fails, the run stops.
-func (r *runner) underFaults(name string, clean *outcome, call func() *outcome, restore func() bool, judge func(f Fault, o *outcome) (rule, why string)) {
+// truncated empty body) are not judged. after, if set, runs clean after
+// each faulted call, with what that call left in the cloud and in shared
+// state: to bring the cloud back to the state call expects, or to check
+// what the faulted call kept. If it reports false, the run stops.
+func (r *runner) underFaults(name string, clean *outcome, call func() *outcome, after func(f Fault, request int) bool, judge func(f Fault, o *outcome) (rule, why string)) {
 	n := len(clean.trace)
 	if n == 0 {
 		return
@@ -361,7 +362,7 @@ func (r *runner) underFaults(name string, clean *outcome, call func() *outcome, 
 			r.ic.Arm(f, k)
 			o := call()
 			o.injected = r.ic.Disarm()
-			if restore != nil && !restore() {
+			if after != nil && !after(f, k) {
 				return
 			}
 			if !o.injected {
@@ -448,7 +449,13 @@ func (r *runner) instanceChecks(sn SpecNode, node abi.Node, label string) bool {
 	r.check(RuleInstances, "InstanceShutdown"+label, sn.judgeShutdown(s), s)
 
 	ids := instanceIDs(node)
-	r.underFaults("InstanceExists"+label, e, exists, nil, existsJudge("InstanceExists", ids))
+	var keptCheck func(Fault, int) bool
+	if sn.Exists && sn.ExpectError == "" {
+		keptCheck = r.keptAfterFault("InstanceExists"+label, len(e.trace), func() *outcome {
+			return r.warmCall(abi.ExportInstanceExists, &node, newBool)
+		})
+	}
+	r.underFaults("InstanceExists"+label, e, exists, keptCheck, existsJudge("InstanceExists", ids))
 	r.underFaults("InstanceMetadata"+label, m, meta, nil, notFoundJudge("InstanceMetadata", ids))
 	r.underFaults("InstanceShutdown"+label, s, shutdown, nil, shutdownJudge("InstanceShutdown", s, ids))
 
@@ -484,6 +491,29 @@ func (r *runner) legacyInstanceChecks(sn SpecNode, node abi.Node, label string) 
 		return
 	}
 	r.underFaults("InstanceID"+label, o, id, nil, notFoundJudge("InstanceID", ids))
+}
+
+// keptAfterFault returns the check underFaults runs after each faulted
+// InstanceExists of an instance that exists: the call again, clean, with
+// what the faulted call kept in shared state. A listing that failed
+// part-way and was kept as if complete lacks instances that exist; an
+// answer of false from it deletes their Nodes. It records one failure per
+// fault, or one pass once the last fault's calls are done.
+func (r *runner) keptAfterFault(name string, requests int, again func() *outcome) func(Fault, int) bool {
+	failed := map[Fault]bool{}
+	return func(f Fault, k int) bool {
+		if !failed[f] {
+			if o := again(); o.ok() && !bool(*o.out.(*abi.Bool)) {
+				failed[f] = true
+				r.check(RuleGoneConfirmed, fmt.Sprintf("%s clean, after a call under %s (request %d of %d) kept its state", name, f, k+1, requests),
+					"InstanceExists answered false for an instance that exists, from what the faulted call before it kept: a listing that failed part-way must not be kept as if complete, and an answer that deletes the Node must come from the cloud's own answer in that call", o)
+			}
+		}
+		if f == Faults[len(Faults)-1] && k == requests-1 && len(failed) == 0 {
+			r.pass(RuleGoneConfirmed, name+" clean, after each faulted call, with what it kept")
+		}
+		return true
+	}
 }
 
 // existsJudge: under a fault, never false (the Node is deleted) without
@@ -774,7 +804,7 @@ func (r *runner) loadBalancer() {
 	if !restore() {
 		return
 	}
-	r.underFaults("EnsureLoadBalancerDeleted", cleanDelete, del, restore, deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted",
+	r.underFaults("EnsureLoadBalancerDeleted", cleanDelete, del, func(Fault, int) bool { return restore() }, deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted",
 		"the load balancer may still exist and the Service's finalizer would be removed"))
 	if r.limited != nil {
 		o := r.with(r.limited, del)
@@ -1150,7 +1180,7 @@ func (r *runner) routes() {
 	if !restore() {
 		return
 	}
-	r.underFaults("DeleteRoute", cleanDelete, del, restore, deleteJudge(RuleRouteDeleteConfirmed, "DeleteRoute",
+	r.underFaults("DeleteRoute", cleanDelete, del, func(Fault, int) bool { return restore() }, deleteJudge(RuleRouteDeleteConfirmed, "DeleteRoute",
 		"the route controller would take the route for gone while the cloud still routes the CIDR"))
 	if r.limited != nil {
 		o := r.with(r.limited, del)

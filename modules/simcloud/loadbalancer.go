@@ -14,11 +14,13 @@ import (
 
 // Tag keys written on every load balancer: the cluster and Service it
 // was made for, which ListLoadBalancers reads back (the name cannot give
-// the UID back: it is truncated).
+// the UID back: it is truncated). They follow the naming convention of
+// modules/README.md, as the simulated cloud has no official CCM whose
+// tags clusters rely on.
 const (
-	TagCluster    = "kubernetes-cluster"
-	TagService    = "service"
-	TagServiceUID = "service-uid"
+	TagCluster    = "wasmccm.io/cluster"
+	TagService    = "wasmccm.io/service"
+	TagServiceUID = "wasmccm.io/service-uid"
 )
 
 // HealthCheckPath is the path kube-proxy serves on a Service's

@@ -37,6 +37,11 @@
 //	                 cloud fails
 //	list-untagged    ListLoadBalancers also lists load balancers without
 //	                 the module's tags, taking their name for the UID
+//	gone-from-snapshot  InstanceExists answers from a listing of every
+//	                 instance kept in shared state, false when the instance
+//	                 is not in it
+//	partial-kept     as gone-from-snapshot, and a listing that fails is
+//	                 kept as if complete, with what it read: nothing
 //
 // It also exports Instances (v1), answered from the InstancesV2 methods.
 package main
@@ -86,6 +91,9 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 	if _, kept := p.host.StateGet(keptGone, -1, false); kept && p.bug == "gone-from-kept" {
 		return false, nil
 	}
+	if (p.bug == "gone-from-snapshot" || p.bug == "partial-kept") && node.ProviderID != "" && simcloudNode(node) {
+		return p.existsFromListing(ctx, node)
+	}
 	if p.bug == "second-request" {
 		if _, err := p.api.Do(ctx, &rest.Request{What: "listing routes", Method: "GET", Path: "/v1/routes"}); err != nil {
 			return false, err
@@ -122,6 +130,41 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 		p.host.Log(abi.LogInfo, "checked "+node.Name+" with token "+token)
 	}
 	return exists, err
+}
+
+// keptListing is the shared-state key of the listing existsFromListing
+// keeps: the IDs of every instance, comma-separated.
+const keptListing = "broken/instances"
+
+// existsFromListing answers whether node's instance is in the kept
+// listing, listing anew when none is kept. Absence from a listing is not
+// the cloud's word that the instance is gone: the listing may predate it.
+func (p *provider) existsFromListing(ctx context.Context, node *abi.Node) (bool, error) {
+	kept, ok := p.host.StateGet(keptListing, -1, false)
+	if !ok {
+		var list []struct {
+			ID string `json:"id"`
+		}
+		if _, err := p.api.Do(ctx, &rest.Request{What: "listing instances", Method: "GET", Path: "/v1/instances", Into: &list}); err != nil {
+			if p.bug == "partial-kept" {
+				_ = p.host.StateSet(keptListing, []byte{})
+			}
+			return false, err
+		}
+		ids := make([]string, len(list))
+		for i, in := range list {
+			ids[i] = in.ID
+		}
+		kept = []byte(strings.Join(ids, ","))
+		_ = p.host.StateSet(keptListing, kept)
+	}
+	id := strings.TrimPrefix(node.ProviderID, simcloud.ProviderIDPrefix)
+	for _, listed := range strings.Split(string(kept), ",") {
+		if listed == id {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func (p *provider) EnsureLoadBalancer(ctx context.Context, cluster string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {

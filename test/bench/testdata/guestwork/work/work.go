@@ -99,7 +99,7 @@ func init() {
 		b = append(b, pad4(i)...)
 		b = append(b, '"')
 	}
-	b = append(b, `],"tags":{"kubernetes-cluster":"bench","service":"default/web"}}`...)
+	b = append(b, `],"tags":{"wasmccm.io/cluster":"bench","wasmccm.io/service":"default/web"}}`...)
 	lbBody = b
 
 	nodeMsg = abi.Marshal(nil, Node(42))
