@@ -13,6 +13,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -46,7 +47,7 @@ func TestAuthFailureEvent(t *testing.T) {
 	if got := len(recorder.Events); got != 1 {
 		t.Fatalf("%d Events, want 1 (at most one per credential a minute)", got)
 	}
-	if e := <-recorder.Events; !strings.HasPrefix(e, "Warning "+eventCloudAuthFailed+` credential "token": key "token"`) {
+	if e := <-recorder.Events; !strings.HasPrefix(e, "Warning "+string(events.CloudAuthFailed)+` credential "token": key "token"`) {
 		t.Fatalf("Event %q", e)
 	}
 }

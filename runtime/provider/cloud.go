@@ -14,13 +14,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -267,7 +267,7 @@ func (c *Cloud) noteFirstInstall(recordErr error) {
 // warnStart reports a start that did not go as configured.
 func (c *Cloud) warnStart(msg string) {
 	klog.ErrorS(nil, msg, "record", c.lastKnownGood)
-	c.events.emit(v1.EventTypeWarning, eventModuleStart, msg)
+	c.events.emit(events.ModuleStart, msg)
 }
 
 func moduleName(path string) string { return filepath.Base(path) }

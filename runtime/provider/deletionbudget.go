@@ -18,6 +18,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
 // The deletion budget.
@@ -311,8 +313,8 @@ func (c *Cloud) admitDeletion(ctx context.Context, node nodeRef) error {
 			"node", node.name, "admitted", d.used, "limit", d.limit, "window", c.budget.window, "uncorroborated", why)
 		msg := fmt.Sprintf("The provider module answered that Node %s's instance is gone; its deletion is deferred because %d of %d Nodes were already admitted for deletion in the last %s (safety.maxNodeDeletions) and %s. It proceeds when the window slides if the module still says so.",
 			node.name, d.used, d.limit, c.budget.window, why)
-		c.events.emitNode(node, v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
-		c.events.emit(v1.EventTypeWarning, eventNodeDeletionDeferred, msg)
+		c.events.emitNode(node, events.NodeDeletionDeferred, msg)
+		c.events.emit(events.NodeDeletionDeferred, msg)
 	}
 	return err
 }

@@ -10,21 +10,8 @@ import (
 	"k8s.io/client-go/tools/record"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
-)
 
-// Event reasons about the module itself.
-const (
-	eventModuleShadowing  = "ModuleShadowing"
-	eventModuleReloaded   = "ModuleReloaded"
-	eventModuleRejected   = "ModuleRejected"
-	eventModuleRolledBack = "ModuleRolledBack"
-	// eventModuleStart: the CCM started with another module than the
-	// configured one, or without the shadow period it would have had.
-	eventModuleStart          = "ModuleStart"
-	eventNodeDeletionDeferred = "NodeDeletionDeferred"
-	// eventCloudRateLimited: requests to a cloud origin were throttled, by
-	// the host's budget (http.rateLimits) or by the cloud's 429.
-	eventCloudRateLimited = "CloudRateLimited"
+	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
 // moduleEvents records Events about the module on the CCM's own Pod, named
@@ -43,7 +30,10 @@ type moduleEvents struct {
 	started bool
 }
 
-type pendingEvent struct{ eventType, reason, message string }
+type pendingEvent struct {
+	reason  events.Reason
+	message string
+}
 
 // maxPendingEvents bounds what a start can report before Initialize.
 const maxPendingEvents = 16
@@ -70,35 +60,35 @@ func (e *moduleEvents) start(clientBuilder cloudprovider.ControllerClientBuilder
 		klog.InfoS("module events on the CCM's Pod disabled: POD_NAMESPACE and POD_NAME are not both set")
 	}
 	for _, p := range e.pending {
-		e.emitLocked(p.eventType, p.reason, p.message)
+		e.emitLocked(p.reason, p.message)
 	}
 	e.pending = nil
 }
 
-func (e *moduleEvents) emit(eventType, reason, message string) {
+func (e *moduleEvents) emit(reason events.Reason, message string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if !e.started {
 		if len(e.pending) < maxPendingEvents {
-			e.pending = append(e.pending, pendingEvent{eventType, reason, message})
+			e.pending = append(e.pending, pendingEvent{reason, message})
 		}
 		return
 	}
-	e.emitLocked(eventType, reason, message)
+	e.emitLocked(reason, message)
 }
 
-func (e *moduleEvents) emitLocked(eventType, reason, message string) {
+func (e *moduleEvents) emitLocked(reason events.Reason, message string) {
 	if e.pod != nil {
-		e.recorder.Event(e.pod, eventType, reason, message)
+		events.Record(e.recorder, e.pod, reason, message)
 	}
 }
 
 // emitNode records an Event on node, when the Node cache identified it.
-func (e *moduleEvents) emitNode(node nodeRef, eventType, reason, message string) {
+func (e *moduleEvents) emitNode(node nodeRef, reason events.Reason, message string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.recorder != nil && node.uid != "" {
 		ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.name, UID: node.uid}
-		e.recorder.Event(ref, eventType, reason, message)
+		events.Record(e.recorder, ref, reason, message)
 	}
 }

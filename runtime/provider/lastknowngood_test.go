@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -128,14 +129,14 @@ func TestStartWithLastKnownGood(t *testing.T) {
 				t.Fatalf("served %.12s, in shadow %.12s, recorded %.12s; want %.12s, %.12s, %.12s",
 					c.served.Digest, c.candidate(), c.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
 			}
-			var events []string
+			var starts []string
 			for _, e := range c.events.pending {
-				if e.reason == eventModuleStart {
-					events = append(events, e.message)
+				if e.reason == events.ModuleStart {
+					starts = append(starts, e.message)
 				}
 			}
-			if tt.wantEvent == "" && len(events) > 0 || tt.wantEvent != "" && (len(events) != 1 || !strings.Contains(events[0], tt.wantEvent)) {
-				t.Fatalf("ModuleStart Events %q, want %q", events, tt.wantEvent)
+			if tt.wantEvent == "" && len(starts) > 0 || tt.wantEvent != "" && (len(starts) != 1 || !strings.Contains(starts[0], tt.wantEvent)) {
+				t.Fatalf("ModuleStart Events %q, want %q", starts, tt.wantEvent)
 			}
 		})
 	}

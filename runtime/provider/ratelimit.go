@@ -5,8 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -29,5 +28,5 @@ func (r *rateEvents) report(t host.Throttle) {
 		msg = fmt.Sprintf("%s answered 429 Too Many Requests: the host holds requests to it for %s and paces them to what the cloud's rate-limit headers allow; the cloud's quota is spent, by this CCM or by other clients of the same account",
 			t.Origin, after)
 	}
-	c.events.emit(v1.EventTypeWarning, eventCloudRateLimited, msg)
+	c.events.emit(events.CloudRateLimited, msg)
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -125,7 +126,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	if got := len(recorder.Events); got != 1 {
 		t.Fatalf("%d Events, want 1 (at most one per origin a minute)", got)
 	}
-	if e := <-recorder.Events; !strings.HasPrefix(e, "Warning "+eventCloudRateLimited+" ") || !strings.Contains(e, srv.URL) {
+	if e := <-recorder.Events; !strings.HasPrefix(e, "Warning "+string(events.CloudRateLimited)+" ") || !strings.Contains(e, srv.URL) {
 		t.Fatalf("Event %q", e)
 	}
 }

@@ -6,12 +6,12 @@ import (
 	"slices"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -90,7 +90,7 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 		reloads.WithLabelValues("rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
 			"path", c.cfg.Module.Path, "rejectedSHA256", file.Digest, "currentSHA256", c.served.Digest)
-		c.events.emit(v1.EventTypeWarning, eventModuleRejected,
+		c.events.emit(events.ModuleRejected,
 			"new module "+file.Digest+" rejected, "+c.served.Digest+" stays in service: "+err.Error())
 		return
 	}

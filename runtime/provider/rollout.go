@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -295,7 +296,7 @@ func (c *Cloud) startRollout(mod Backend, file modulefile.File) {
 	msg := fmt.Sprintf("new module %s in shadow: %s stays in service until the new one has been compared on %d calls over at least %s",
 		digest, c.served.Digest, orDefault(cfg.Calls, defaultShadowCalls), orDefault(cfg.Duration.Duration, defaultShadowDuration))
 	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.served.Digest)
-	c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
+	c.events.emit(events.ModuleShadowing, msg)
 }
 
 // advanceRollout takes the decisions due; the reload goroutine calls it at
@@ -347,7 +348,7 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 			msg := fmt.Sprintf("new module %s stays in shadow: %d of %d comparisons so far (%s); it is promoted when enough calls were compared",
 				r.file.Digest, compared, calls, stats)
 			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.Digest, "compared", compared, "needed", calls)
-			c.events.emit(v1.EventTypeNormal, eventModuleShadowing, msg)
+			c.events.emit(events.ModuleShadowing, msg)
 		}
 		return
 	}
@@ -406,7 +407,7 @@ func (c *Cloud) rejectCandidate(r *rollout, why string, stats comparisonStats) {
 	}
 	klog.ErrorS(nil, "new module rejected in shadow; the current module stays in service", "reason", why,
 		"rejectedSHA256", r.file.Digest, "currentSHA256", c.served.Digest, "disagreements", names, "comparison", stats.String())
-	c.events.emit(v1.EventTypeWarning, eventModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
+	c.events.emit(events.ModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
 		r.file.Digest, c.served.Digest, why, strings.Join(names, "; "), stats))
 }
 
@@ -420,7 +421,7 @@ func (c *Cloud) promote(mod Backend, file modulefile.File, summary string) {
 	c.rejected = ""
 	reloads.WithLabelValues("loaded").Inc()
 	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", digest, "previousSHA256", previousDigest, "comparison", summary)
-	c.events.emit(v1.EventTypeNormal, eventModuleReloaded, "module "+digest+" in service ("+summary+")")
+	c.events.emit(events.ModuleReloaded, "module "+digest+" in service ("+summary+")")
 	if c.cfg.Module.Rollout.Rollback.Disabled {
 		c.rollout.Store(nil)
 		closeLater(previous, "the replaced module")
@@ -445,7 +446,7 @@ func (c *Cloud) judgeProbation(r *rollout) {
 		msg := fmt.Sprintf("module %s rolled back to %s: %d of %d calls failed without an answer (trap, timeout or ABI violation) within %s of its promotion; %s is refused until the module file changes",
 			r.file.Digest, r.otherFile.Digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.Digest)
 		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.Digest, "currentSHA256", r.otherFile.Digest, "failed", failures, "calls", calls)
-		c.events.emit(v1.EventTypeWarning, eventModuleRolledBack, msg)
+		c.events.emit(events.ModuleRolledBack, msg)
 		return
 	}
 	if time.Since(r.started) >= orDefault(cfg.Window.Duration, defaultRollbackWindow) {

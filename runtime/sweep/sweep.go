@@ -69,6 +69,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
 // Defaults of the cloud-config's orphanSweep.
@@ -144,15 +145,6 @@ type Cloud interface {
 	// DeleteOwnedLoadBalancer is the module's EnsureLoadBalancerDeleted.
 	DeleteOwnedLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) error
 }
-
-// Event reasons.
-const (
-	EventDeleted      = "OrphanLoadBalancerDeleted"
-	EventDeleteFailed = "OrphanLoadBalancerDeleteFailed"
-	EventDeferred     = "OrphanLoadBalancerDeferred"
-	EventFound        = "OrphanLoadBalancerFound"
-	EventNotRemoved   = "OrphanLoadBalancerNotRemoved"
-)
 
 // Sweeper is the sweep of one cluster. Run drives it; Sweep is one pass.
 type Sweeper struct {
@@ -310,7 +302,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 			// not find it. Trying again would delete nothing either.
 			s.stuck[k] = true
 			deletions.WithLabelValues("not_removed").Inc()
-			s.event(lb, v1.EventTypeWarning, EventNotRemoved, fmt.Sprintf("load balancer %s, made for Service UID %s, is still listed after the module's EnsureLoadBalancerDeleted succeeded; the sweep will not try it again until the CCM restarts", describe(lb), lb.ServiceUID))
+			s.event(lb, events.OrphanLoadBalancerNotRemoved, fmt.Sprintf("load balancer %s, made for Service UID %s, is still listed after the module's EnsureLoadBalancerDeleted succeeded; the sweep will not try it again until the CCM restarts", describe(lb), lb.ServiceUID))
 			continue
 		}
 		orphans = append(orphans, lb)
@@ -343,7 +335,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		if !s.pending[k] {
 			s.pending[k] = true
 			klog.InfoS("orphan sweep: load balancer without a Service; deleted at the next sweep if still orphaned", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName)
-			s.event(lb, v1.EventTypeNormal, EventFound, fmt.Sprintf("load balancer %s was made for Service UID %s, which no longer exists; it is deleted at the next sweep unless a Service claims it", describe(lb), lb.ServiceUID))
+			s.event(lb, events.OrphanLoadBalancerFound, fmt.Sprintf("load balancer %s was made for Service UID %s, which no longer exists; it is deleted at the next sweep unless a Service claims it", describe(lb), lb.ServiceUID))
 			continue
 		}
 		s.remove(ctx, lb)
@@ -400,7 +392,7 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 	s.deletions = kept
 	if len(s.deletions) >= s.cfg.maxPerHour() {
 		deletions.WithLabelValues("deferred").Inc()
-		s.event(lb, v1.EventTypeWarning, EventDeferred, fmt.Sprintf("orphaned load balancer %s not deleted yet: the sweep deleted %d in the last hour (orphanSweep.maxDeletionsPerHour)", describe(lb), len(s.deletions)))
+		s.event(lb, events.OrphanLoadBalancerDeferred, fmt.Sprintf("orphaned load balancer %s not deleted yet: the sweep deleted %d in the last hour (orphanSweep.maxDeletionsPerHour)", describe(lb), len(s.deletions)))
 		return
 	}
 	s.deletions = append(s.deletions, now)
@@ -414,14 +406,14 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 	if err := s.cloud.DeleteOwnedLoadBalancer(ctx, s.clusterName, svc); err != nil {
 		deletions.WithLabelValues("failed").Inc()
 		klog.ErrorS(err, "orphan sweep: deleting load balancer failed; tried again at the next sweep", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID)
-		s.event(lb, v1.EventTypeWarning, EventDeleteFailed, fmt.Sprintf("deleting orphaned load balancer %s failed: %v", describe(lb), err))
+		s.event(lb, events.OrphanLoadBalancerDeleteFailed, fmt.Sprintf("deleting orphaned load balancer %s failed: %v", describe(lb), err))
 		return
 	}
 	delete(s.pending, k)
 	s.deleted[k] = true
 	deletions.WithLabelValues("deleted").Inc()
 	klog.InfoS("orphan sweep: deleted load balancer whose Service no longer exists", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName)
-	s.event(lb, v1.EventTypeNormal, EventDeleted, fmt.Sprintf("deleted load balancer %s: it was made for Service UID %s, which no longer exists, and two consecutive sweeps found it orphaned", describe(lb), lb.ServiceUID))
+	s.event(lb, events.OrphanLoadBalancerDeleted, fmt.Sprintf("deleted load balancer %s: it was made for Service UID %s, which no longer exists, and two consecutive sweeps found it orphaned", describe(lb), lb.ServiceUID))
 }
 
 // reset forgets the pending orphans; module is the module now answering.
@@ -444,7 +436,7 @@ func describe(lb *abi.OwnedLoadBalancer) string {
 
 // event records an Event on the deleted Service (its namespace shows it)
 // when the listing named it, else on the CCM's Pod when known.
-func (s *Sweeper) event(lb *abi.OwnedLoadBalancer, eventType, reason, msg string) {
+func (s *Sweeper) event(lb *abi.OwnedLoadBalancer, reason events.Reason, msg string) {
 	if s.recorder == nil {
 		return
 	}
@@ -453,7 +445,7 @@ func (s *Sweeper) event(lb *abi.OwnedLoadBalancer, eventType, reason, msg string
 		ref = &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: lb.ServiceNamespace, Name: lb.ServiceName, UID: types.UID(lb.ServiceUID)}
 	}
 	if ref != nil {
-		s.recorder.Event(ref, eventType, reason, msg)
+		events.Record(s.recorder, ref, reason, msg)
 	}
 }
 

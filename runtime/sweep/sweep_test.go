@@ -18,6 +18,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
 const cluster = "test-cluster"
@@ -151,7 +152,7 @@ func TestOrphanDeletedAtTheSecondSweep(t *testing.T) {
 	f.wantDeleted(t, "u-gone")
 	f.sweep(t, resultOK)
 	f.wantDeleted(t, "u-gone")
-	if got := f.eventReasons(); !slices.Equal(got, []string{EventFound, EventDeleted}) {
+	if got := f.eventReasons(); !slices.Equal(got, []string{string(events.OrphanLoadBalancerFound), string(events.OrphanLoadBalancerDeleted)}) {
 		t.Fatalf("events %v", got)
 	}
 }
@@ -344,7 +345,7 @@ func TestDeletionBudget(t *testing.T) {
 		t.Fatalf("deleted %v after the hour, want 4", f.cloud.deleted)
 	}
 	reasons := f.eventReasons()
-	if n := strings.Count(strings.Join(reasons, " "), EventDeferred); n != 3+3+1 {
+	if n := strings.Count(strings.Join(reasons, " "), string(events.OrphanLoadBalancerDeferred)); n != 3+3+1 {
 		t.Errorf("%d deferrals in %v, want 7", n, reasons)
 	}
 }
@@ -369,8 +370,8 @@ func TestADeleteThatRemovesNothingIsNotRepeated(t *testing.T) {
 		f.sweep(t, resultOK)
 	}
 	f.wantDeleted(t, "u-gone")
-	if got := f.eventReasons(); !slices.Contains(got, EventNotRemoved) {
-		t.Fatalf("events %v, want %s", got, EventNotRemoved)
+	if got := f.eventReasons(); !slices.Contains(got, string(events.OrphanLoadBalancerNotRemoved)) {
+		t.Fatalf("events %v, want %s", got, events.OrphanLoadBalancerNotRemoved)
 	}
 }
 
