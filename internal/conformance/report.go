@@ -65,6 +65,17 @@ var Rules = []RuleInfo{
 	{RuleWarmRateLimit, "with `rateLimit.perHour`, the warm phase's requests, extrapolated to an hour, stay within the cloud's limit"},
 }
 
+// RulesTable is Rules as a Markdown table, as modules/README.md and
+// docs/reference/rules.md show it.
+func RulesTable() string {
+	var b strings.Builder
+	b.WriteString("| rule | checks |\n| --- | --- |\n")
+	for _, r := range Rules {
+		b.WriteString("| `" + r.Name + "` | " + r.Checks + " |\n")
+	}
+	return b.String()
+}
+
 // Result is one check.
 type Result struct {
 	Rule string

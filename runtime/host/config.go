@@ -138,6 +138,10 @@ type CredentialsConfig struct {
 // DefaultSharedStateBytes is Config.SharedStateBytes's default.
 const DefaultSharedStateBytes = 8 << 20
 
+// Defaults is the Config whose every field took its default, as New
+// applies them.
+func Defaults() Config { return Config{}.withDefaults() }
+
 func (c Config) withDefaults() Config {
 	if c.Name == "" {
 		c.Name = "module"

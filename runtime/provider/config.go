@@ -172,7 +172,7 @@ func (c *Config) validate() error {
 func (c *Config) HostConfig(name string) host.Config {
 	clusterName := c.ClusterName
 	if clusterName == "" {
-		clusterName = "kubernetes"
+		clusterName = sweep.DefaultClusterName
 	}
 	return host.Config{
 		Name:                name,
@@ -180,8 +180,8 @@ func (c *Config) HostConfig(name string) host.Config {
 		ProviderConfig:      c.ProviderConfig,
 		PoolSize:            c.Limits.PoolSize,
 		CallTimeout:         c.Limits.CallTimeout.Duration,
-		MemoryLimitPages:    c.Limits.MemoryLimitMiB * 16,
-		RecycleAbovePages:   c.Limits.RecycleAboveMiB * 16,
+		MemoryLimitPages:    c.Limits.MemoryLimitMiB * pagesPerMiB,
+		RecycleAbovePages:   c.Limits.RecycleAboveMiB * pagesPerMiB,
 		SharedStateBytes:    int(c.Limits.SharedStateMiB) << 20,
 		CompilationCacheDir: c.Module.CompilationCacheDir,
 		HTTP: host.HTTPConfig{
