@@ -20,7 +20,7 @@ STDLIB_MODULES := abi modules/sdk
 IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps node-deps build image modules test test-unit test-e2e fuzz lint chart demo bench scale requests clean
+.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint chart demo bench scale requests clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.
 
 image: ## Build the manager image (linux/amd64 + arm64, no Docker) as an OCI layout in bin/image.
 	$(GO) run ./hack/image -o $(BIN)/image
+
+docs: ## Generate docs/reference from the code (a unit test fails when it is stale).
+	$(GO) run ./hack/docgen
 
 # PROVIDER_MODULES are the provider modules under modules/, each with its
 # main package in modules/NAME/module.

@@ -69,9 +69,15 @@ type ModuleConfig struct {
 
 // LimitsConfig bounds the module's resources.
 type LimitsConfig struct {
-	PoolSize       int             `json:"poolSize,omitempty"`
-	CallTimeout    metav1.Duration `json:"callTimeout,omitempty"`
-	MemoryLimitMiB uint32          `json:"memoryLimitMiB,omitempty"`
+	// PoolSize is the number of instances, hence of concurrent calls
+	// (host.Config.PoolSize).
+	PoolSize int `json:"poolSize,omitempty"`
+	// CallTimeout bounds every call of the module, and the making of each
+	// instance (host.Config.CallTimeout).
+	CallTimeout metav1.Duration `json:"callTimeout,omitempty"`
+	// MemoryLimitMiB caps each instance's linear memory
+	// (host.Config.MemoryLimitPages).
+	MemoryLimitMiB uint32 `json:"memoryLimitMiB,omitempty"`
 	// RecycleAboveMiB replaces, after its call, an instance whose linear
 	// memory grew past it. Default: per instance, eight times its memory
 	// after init, at least 4 MiB and at most a quarter of memoryLimitMiB
@@ -91,9 +97,14 @@ type LimitsConfig struct {
 
 // HTTPConfig is the module's HTTP grant.
 type HTTPConfig struct {
-	AllowedOrigins   []string        `json:"allowedOrigins,omitempty"`
-	Timeout          metav1.Duration `json:"timeout,omitempty"`
-	MaxResponseBytes int64           `json:"maxResponseBytes,omitempty"`
+	// AllowedOrigins lists the "scheme://host[:port]" destinations the
+	// module may reach; anything else is refused, redirects included
+	// (host.HTTPConfig.AllowedOrigins).
+	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
+	// Timeout bounds each request.
+	Timeout metav1.Duration `json:"timeout,omitempty"`
+	// MaxResponseBytes bounds a response body.
+	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// RateLimits budgets the requests to some of the allowed origins, for
 	// the whole process (host.RateBudget).
 	RateLimits []host.RateLimit `json:"rateLimits,omitempty"`
