@@ -188,20 +188,10 @@ providerConfig: `+providerConfig+`
 	return config, write("test-spec.yaml", specYAML)
 }
 
-// compilationCache is shared by the package's runs, so that each module
-// is compiled once, not once per run.
-var compilationCache string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "wasmccm-test-cache-")
-	if err != nil {
-		panic(err)
-	}
-	compilationCache = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+// compilationCache is the compilation cache the provider tests and the
+// end-to-end suite's CCMs use too: each test module is compiled once per
+// content and wazero version, not once per test process.
+var compilationCache = filepath.Join(wasmbuild.CacheDir(), "compilation")
 
 func buildModule(t *testing.T, dir string, tc wasmbuild.Toolchain) string {
 	t.Helper()
