@@ -14,7 +14,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 )
 
 // Trust is what a module file must satisfy: the sha256 pin of the file
@@ -62,7 +62,7 @@ func Check(raw []byte, trust Trust, readSignature func() ([]byte, error)) (File,
 	sum := sha256.Sum256(raw)
 	file := File{Digest: hex.EncodeToString(sum[:]), Raw: raw}
 	file.Checked = file.Digest + " pin " + trust.SHA256
-	if err := host.CheckSHA256(raw, trust.SHA256); err != nil {
+	if err := wasmfile.CheckSHA256(raw, trust.SHA256); err != nil {
 		return file, err
 	}
 	if trust.PublicKeyPath != "" {
@@ -75,13 +75,13 @@ func Check(raw []byte, trust Trust, readSignature func() ([]byte, error)) (File,
 		if sigErr != nil {
 			return file, fmt.Errorf("module signature: %w", sigErr)
 		}
-		if err := host.VerifySignature(raw, key, sig); err != nil {
+		if err := wasmfile.VerifySignature(raw, key, sig); err != nil {
 			return file, err
 		}
 		file.Signature = sig
 	}
 	var err error
-	file.Wasm, err = host.Decompress(raw)
+	file.Wasm, err = wasmfile.Decompress(raw)
 	return file, err
 }
 

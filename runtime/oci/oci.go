@@ -31,7 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 )
 
 // Media types of the Wasm OCI artifact layout.
@@ -84,7 +84,7 @@ type wasmConfig struct {
 // the layer is always the plain module). The config's creation time is
 // fixed, so the same module always makes the same digest.
 func Artifact(module []byte) (v1.Image, error) {
-	wasm, err := host.Decompress(module)
+	wasm, err := wasmfile.Decompress(module)
 	if err != nil {
 		return nil, err
 	}
@@ -232,8 +232,8 @@ func pull(ctx context.Context, r name.Reference, opts Options, cached func(diges
 		}
 	}
 	layer := m.Layers[0]
-	if layer.Size > host.MaxModuleBytes {
-		return nil, nil, fmt.Errorf("%s: module of %d bytes exceeds %d", r, layer.Size, host.MaxModuleBytes)
+	if layer.Size > wasmfile.MaxModuleBytes {
+		return nil, nil, fmt.Errorf("%s: module of %d bytes exceeds %d", r, layer.Size, wasmfile.MaxModuleBytes)
 	}
 	blob, err := remote.Layer(r.Context().Digest(layer.Digest.String()), opts.remote(ctx)...)
 	if err != nil {

@@ -28,8 +28,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
+	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
 
@@ -212,7 +212,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	// capabilities.
 	t.Run("hot reload of a new module", func(t *testing.T) {
 		if reg != nil {
-			wasm, err := host.Decompress(module)
+			wasm, err := wasmfile.Decompress(module)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,8 +25,8 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
+	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 )
 
 // TestManifestsAreValidObjects decodes every object into its Go type with
@@ -122,7 +122,7 @@ func TestRenderScript(t *testing.T) {
 				t.Fatalf("binaryData[%s] is %d bytes, want the %d bytes given", moduleKey, len(got), len(tt.want))
 			}
 			if tt.wantGz != nil {
-				wasm, err := host.Decompress(got)
+				wasm, err := wasmfile.Decompress(got)
 				if err != nil || !bytes.HasPrefix(got, []byte{0x1f, 0x8b}) || !bytes.Equal(wasm, tt.wantGz) {
 					t.Fatalf("binaryData[%s] = %x (%v), want the gzip of %x", moduleKey, got, err, tt.wantGz)
 				}

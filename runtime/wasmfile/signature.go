@@ -1,4 +1,4 @@
-package host
+package wasmfile
 
 import (
 	"crypto/ecdsa"

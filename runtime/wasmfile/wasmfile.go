@@ -1,4 +1,13 @@
-package host
+// Package wasmfile checks and unpacks a provider module's file as it is
+// stored (in a ConfigMap, an image volume or an OCI layer) before anything
+// runs it: the sha256 pin (CheckSHA256), the detached signature
+// (VerifySignature), and gzip decompression bounded by MaxModuleBytes
+// (Decompress).
+//
+// It uses the standard library alone, so that what only fetches or checks
+// module files (runtime/oci, runtime/modulefile) does not pull in the
+// WebAssembly runtime or the credential schemes.
+package wasmfile
 
 import (
 	"bytes"
