@@ -17,7 +17,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/awsfake"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // TestHostSigner sends requests as a module does, naming a sigv4
@@ -36,8 +36,8 @@ func TestHostSigner(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rt, err := host.NewAuthTransport("aws", host.CredentialsConfig{Dir: dir, Auth: []host.AuthConfig{{Name: "aws",
-			Origins: []string{cl.srv.URL}, SigV4: &host.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"}}}},
+		rt, err := credentials.NewTransport("aws", credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{{Name: "aws",
+			Origins: []string{cl.srv.URL}, SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"}}}},
 			http.DefaultTransport)
 		if err != nil {
 			t.Fatal(err)

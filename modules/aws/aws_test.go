@@ -15,7 +15,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 const cluster = "c1"
@@ -75,8 +75,8 @@ func sigV4Host(t testing.TB, origin, secret string) *native.Host {
 			t.Fatal(err)
 		}
 	}
-	auth, err := host.NewAuthTransport("aws", host.CredentialsConfig{Dir: dir, Auth: []host.AuthConfig{{Name: "aws",
-		Origins: []string{origin}, SigV4: &host.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"}}}}, http.DefaultTransport)
+	auth, err := credentials.NewTransport("aws", credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{{Name: "aws",
+		Origins: []string{origin}, SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret"}}}}, http.DefaultTransport)
 	if err != nil {
 		t.Fatal(err)
 	}

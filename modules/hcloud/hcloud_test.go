@@ -24,7 +24,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 const token = "s3cret"
@@ -81,8 +81,8 @@ func authHost(t *testing.T, origin, name, value string) *native.Host {
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(value), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	auth, err := host.NewAuthTransport("hcloud", host.CredentialsConfig{Dir: dir, Auth: []host.AuthConfig{
-		{Name: name, Origins: []string{origin}, Bearer: &host.BearerAuth{Key: name}},
+	auth, err := credentials.NewTransport("hcloud", credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
+		{Name: name, Origins: []string{origin}, Bearer: &credentials.BearerAuth{Key: name}},
 	}}, http.DefaultTransport)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 	sim "github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 const (
@@ -118,8 +118,8 @@ func newEnv(t *testing.T, config string) *env {
 	logs := &bytes.Buffer{}
 	creds := t.TempDir()
 	// The host applies the token, as it does for the module.
-	auth, err := host.NewAuthTransport("simcloud", host.CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{
-		{Name: "token", Origins: []string{"http://sim.test"}, Bearer: &host.BearerAuth{Key: "token"}},
+	auth, err := credentials.NewTransport("simcloud", credentials.Config{Dir: creds, Auth: []credentials.AuthConfig{
+		{Name: "token", Origins: []string{"http://sim.test"}, Bearer: &credentials.BearerAuth{Key: "token"}},
 	}}, tr)
 	if err != nil {
 		t.Fatal(err)

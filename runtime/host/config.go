@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // Config is what an operator grants a module and the limits it runs under.
@@ -70,7 +71,7 @@ type Config struct {
 	SharedStateBytes int
 
 	HTTP        HTTPConfig
-	Credentials CredentialsConfig
+	Credentials credentials.Config
 
 	// Log, when set, receives the module's log lines, stdout and stderr
 	// included, at every level and unthrottled, instead of klog: tools use
@@ -112,27 +113,7 @@ type HTTPConfig struct {
 
 	// auth applies the module's credentials between the allowlist and
 	// Wrap; New sets it from Config.Credentials.
-	auth *authenticator
-}
-
-// CredentialsConfig governs the module's credentials: the host applies
-// them to the module's requests (auth.go); the module reads none unless
-// the operator makes it readable.
-type CredentialsConfig struct {
-	// Dir holds one file per Secret key, as a Secret volume mounts them.
-	Dir string `json:"dir,omitempty"`
-	// Auth lists the credentials requests may name, each bound to origins.
-	Auth []AuthConfig `json:"auth,omitempty"`
-	// Readable lists the Secret keys the credential import serves raw.
-	// Empty by default: a module that holds a secret can publish it (in a
-	// Node label, an address, a log line), so each name here weakens the
-	// sandbox's isolation.
-	Readable []string `json:"readable,omitempty"`
-
-	// OnAuthFailure, when set, is told when a credential cannot be applied
-	// (a missing or malformed secret, a failed token exchange), at most
-	// once per credential per minute; the CCM turns it into an Event.
-	OnAuthFailure func(credential string, err error) `json:"-"`
+	auth *credentials.Authenticator
 }
 
 // DefaultSharedStateBytes is Config.SharedStateBytes's default.

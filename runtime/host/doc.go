@@ -10,6 +10,7 @@
 //
 // The sandbox is what the module is given and nothing more: WASI without
 // files, environment or arguments; HTTP only to allowlisted destinations,
-// authenticated by the host with the credentials bound to them (auth.go),
-// whose secrets the module never holds; and a rate-limited log.
+// authenticated by the host with the credentials bound to them (package
+// runtime/credentials), whose secrets the module never holds; and a
+// rate-limited log.
 package host

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // toolchains are the compilers every guest module is built with. TinyGo is
@@ -89,9 +90,9 @@ func newFixture(t testing.TB, tc wasmbuild.Toolchain, mutate func(*Config)) *fix
 		PoolSize:       2,
 		CallTimeout:    5 * time.Second,
 		HTTP:           HTTPConfig{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
-		Credentials: CredentialsConfig{Dir: dir, Auth: []AuthConfig{
-			{Name: "token", Origins: []string{cloud.URL}, Bearer: &BearerAuth{Key: "token"}},
-			{Name: "absent", Origins: []string{cloud.URL}, Bearer: &BearerAuth{Key: "absent"}},
+		Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
+			{Name: "token", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
+			{Name: "absent", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "absent"}},
 		}},
 	}
 	if mutate != nil {

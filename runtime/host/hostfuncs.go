@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // hostFunctionSignatures is the import side of the ABI, checked against a
@@ -105,18 +106,33 @@ func hostHTTPDo(ctx context.Context, mod api.Module, stack []uint64) {
 func hostCredential(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)
 	ptr, size := uint32(stack[0]), uint32(stack[1])
-	if size > maxCredentialNameBytes {
+	if size > credentials.MaxNameBytes {
 		// No readable credential has so long a name.
 		stack[0] = errno(abi.ErrnoNotGranted)
 		return
 	}
-	value, e := m.creds.get(string(inst.read(ptr, size, abi.ImportCredential)))
+	name := string(inst.read(ptr, size, abi.ImportCredential))
+	value, e := m.creds.ReadRaw(name)
+	switch e {
+	case 0:
+		credentialReads.WithLabelValues(m.cfg.Name, name, "ok").Inc()
+	case abi.ErrnoNotGranted:
+		// Without the name, which the module chose: ever new names would
+		// make ever new metric series.
+		credentialReads.WithLabelValues(m.cfg.Name, "", "not_granted").Inc()
+	default:
+		credentialReads.WithLabelValues(m.cfg.Name, name, "not_found").Inc()
+	}
 	if e != 0 {
 		stack[0] = errno(e)
 		return
 	}
 	stack[0] = inst.setPending(value)
 }
+
+// RawCredentialReads lists, sorted, the credentials the module has read
+// raw through the credential import: each is a secret the module held.
+func (m *Module) RawCredentialReads() []string { return m.creds.RawReads() }
 
 func hostLog(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)

@@ -9,74 +9,33 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
-// origin is a normalised scheme://host:port.
-type origin struct{ scheme, host, port string }
-
-func (o origin) String() string { return o.scheme + "://" + net.JoinHostPort(o.host, o.port) }
-
-func parseOrigin(u *url.URL) (origin, error) {
-	scheme := strings.ToLower(u.Scheme)
-	port := u.Port()
-	switch scheme {
-	case "http":
-		if port == "" {
-			port = "80"
-		}
-	case "https":
-		if port == "" {
-			port = "443"
-		}
-	default:
-		return origin{}, fmt.Errorf("scheme %q is not http or https", u.Scheme)
-	}
-	host := strings.ToLower(strings.TrimSuffix(u.Hostname(), "."))
-	if host == "" {
-		return origin{}, errors.New("no host")
-	}
-	return origin{scheme, host, port}, nil
-}
-
 // allowlist is the set of origins a module may reach.
-type allowlist map[origin]bool
+type allowlist origin.Set
 
-// ParseAllowedOrigins validates "scheme://host[:port]" entries; paths,
-// queries and user info are rejected because the allowlist grants whole
-// origins and anything more specific would promise what it cannot keep.
+// ParseAllowedOrigins validates "scheme://host[:port]" entries
+// (origin.ParseSet).
 func ParseAllowedOrigins(entries []string) (allowlist, error) {
-	list := allowlist{}
-	for _, e := range entries {
-		u, err := url.Parse(e)
-		if err != nil {
-			return nil, fmt.Errorf("allowed origin %q: %w", e, err)
-		}
-		if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.User != nil || u.Fragment != "" {
-			return nil, fmt.Errorf("allowed origin %q: only scheme://host[:port] is allowed", e)
-		}
-		o, err := parseOrigin(u)
-		if err != nil {
-			return nil, fmt.Errorf("allowed origin %q: %w", e, err)
-		}
-		list[o] = true
-	}
-	return list, nil
+	set, err := origin.ParseSet(entries)
+	return allowlist(set), err
 }
 
 // check refuses a URL whose origin is not on the list, and returns the
 // origin of one that is.
-func (l allowlist) check(u *url.URL) (origin, error) {
-	o, err := parseOrigin(u)
+func (l allowlist) check(u *url.URL) (origin.Origin, error) {
+	o, err := origin.Of(u)
 	if err != nil {
-		return origin{}, &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
+		return origin.Origin{}, &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
 	}
 	if !l[o] {
-		return origin{}, &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
+		return origin.Origin{}, &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
 	}
 	return o, nil
 }
@@ -86,7 +45,7 @@ func (l allowlist) check(u *url.URL) (origin, error) {
 func (l allowlist) literalIPs() map[string]bool {
 	ips := map[string]bool{}
 	for o := range l {
-		if ip := net.ParseIP(o.host); ip != nil {
+		if ip := net.ParseIP(o.Host); ip != nil {
 			ips[ip.String()] = true
 		}
 	}
@@ -97,6 +56,30 @@ func (l allowlist) literalIPs() map[string]bool {
 type deniedError struct{ msg string }
 
 func (e *deniedError) Error() string { return "denied: " + e.msg }
+
+// deniedBy returns the refusal by policy err holds, the host's or the
+// credentials' (credentials.DeniedError), or nil.
+func deniedBy(err error) error {
+	var host *deniedError
+	if errors.As(err, &host) {
+		return host
+	}
+	var creds *credentials.DeniedError
+	if errors.As(err, &creds) {
+		return creds
+	}
+	return nil
+}
+
+// newModuleAuthenticator is the authenticator of a module run by the host:
+// every origin a credential is bound to must be allowed.
+func newModuleAuthenticator(cfg Config, store *credentials.Store) (*credentials.Authenticator, error) {
+	allowed, err := origin.ParseSet(cfg.HTTP.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	return credentials.New(cfg.Name, cfg.Credentials, allowed, store)
+}
 
 // isInternal reports addresses no provider needs by name but an attacker
 // wants: the host itself, link-local (where cloud metadata services live),
@@ -184,7 +167,7 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 		rt = cfg.Wrap(rt)
 	}
 	if cfg.auth != nil {
-		rt = &authTransport{auth: cfg.auth, next: rt}
+		rt = cfg.auth.Transport(rt)
 	}
 	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
 	h.shadow.Store(cfg.Shadow)
@@ -273,8 +256,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow
 	hostLabel = dest.String()
 	hreq, err := h.newRequest(ctx, req, u)
 	if err != nil {
-		var denied *deniedError
-		if errors.As(err, &denied) {
+		if denied := deniedBy(err); denied != nil {
 			return &abi.HTTPResponse{Error: denied.Error()}, hostLabel, "denied"
 		}
 		return &abi.HTTPResponse{Error: err.Error()}, hostLabel, "invalid"
@@ -294,11 +276,10 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow
 	// Every answer, error included, may quote the request as the host
 	// sent it; it is cleaned before the module, or a caller it is
 	// coalesced with, sees it.
-	defer func() { h.cfg.auth.redact(resp) }()
+	defer func() { h.cfg.auth.Redact(resp) }()
 	hresp, err := h.client.Do(hreq.WithContext(ctx))
 	if err != nil {
-		var denied *deniedError
-		if errors.As(err, &denied) {
+		if denied := deniedBy(err); denied != nil {
 			return &abi.HTTPResponse{Error: denied.Error()}, hostLabel, "denied"
 		}
 		var netErr net.Error

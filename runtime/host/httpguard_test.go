@@ -6,8 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 )
 
 func TestAllowedOrigins(t *testing.T) {
@@ -129,48 +128,24 @@ func TestHTTPRedirectsAreChecked(t *testing.T) {
 }
 
 // TestCredentialRotation: a rotated Secret takes effect on the next call,
-// with no restart, through the kubelet's symlink swap.
+// with no restart, through the kubelet's symlink swap. That the store
+// reads the file once per rotation is TestStoreFollowsRotation's, in
+// runtime/credentials.
 func TestCredentialRotation(t *testing.T) {
 	f := newFixture(t, wasmbuild.Go, nil)
 	dir := f.mod.cfg.Credentials.Dir
-	rotate := func(value string) {
-		// The kubelet writes a new timestamped directory and swaps the
-		// ..data symlink; the key's own symlink points through it.
-		ts := filepath.Join(dir, "..ts-"+value)
-		os.MkdirAll(ts, 0o755)
-		os.WriteFile(filepath.Join(ts, "token"), []byte(value), 0o600)
-		os.Remove(filepath.Join(dir, "..data.tmp"))
-		if err := os.Symlink(filepath.Base(ts), filepath.Join(dir, "..data.tmp")); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(filepath.Join(dir, "..data.tmp"), filepath.Join(dir, "..data")); err != nil {
-			t.Fatal(err)
-		}
-		os.Remove(filepath.Join(dir, "token"))
-		os.Symlink("..data/token", filepath.Join(dir, "token"))
-	}
 	call := func() error {
 		return f.mod.Call(context.Background(), abi.ExportInstanceMetadata, &abi.Node{Name: "n"}, &abi.InstanceMetadata{})
 	}
-	reads := func() int {
-		f.mod.creds.mu.Lock()
-		defer f.mod.creds.mu.Unlock()
-		return f.mod.creds.reads
-	}
-	rotate("wrong")
+	credentialstest.RotateSecret(t, dir, "token", "wrong")
 	if err := call(); err == nil || !strings.Contains(err.Error(), "unauthorized") {
 		t.Fatalf("with a wrong token: %v", err)
 	}
-	rotate("s3cret")
-	before := reads()
+	credentialstest.RotateSecret(t, dir, "token", "s3cret")
 	for range 3 {
 		if err := call(); err != nil {
 			t.Fatalf("after rotation back: %v", err)
 		}
-	}
-	// Read once after the rotation, then served from the cache.
-	if n := reads() - before; n != 1 {
-		t.Fatalf("token file read %d times for 3 calls after one rotation", n)
 	}
 }
 

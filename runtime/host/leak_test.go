@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 )
 
 // TestHostileModuleCannotLeakToken: a module that reads the token and
@@ -40,8 +42,8 @@ func TestHostileModuleCannotLeakToken(t *testing.T) {
 				var said []string // every answer, error and log line
 				cfg := Config{Name: "leaker-" + name, ProviderConfig: []byte(other.URL), CallTimeout: 5 * time.Second,
 					HTTP: HTTPConfig{AllowedOrigins: []string{cloud.URL, other.URL}},
-					Credentials: CredentialsConfig{Dir: secretDir(t, map[string]string{"token": secret}),
-						Auth: []AuthConfig{{Name: "token", Origins: []string{cloud.URL}, Bearer: &BearerAuth{Key: "token"}}}},
+					Credentials: credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": secret}),
+						Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}},
 					Log: func(_ abi.LogLevel, msg string) { mu.Lock(); said = append(said, msg); mu.Unlock() },
 				}
 				if readable {

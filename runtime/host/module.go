@@ -16,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // Info is what the host learned of a module.
@@ -58,7 +59,7 @@ type Module struct {
 	info     Info
 	methods  map[string]bool
 	http     *httpClient
-	creds    *credentialStore
+	creds    *credentials.Store
 	logger   *guestLogger
 	state    *sharedState
 	pool     *pool
@@ -92,7 +93,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	registerMetrics()
 	m := newModule(cfg)
 	var err error
-	if m.creds, err = newCredentialStore(cfg.Name, cfg.Credentials); err != nil {
+	if m.creds, err = credentials.NewStore(cfg.Credentials); err != nil {
 		return nil, err
 	}
 	if m.cfg.HTTP.auth, err = newModuleAuthenticator(cfg, m.creds); err != nil {
@@ -122,7 +123,7 @@ func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	cfg := Config{Name: "validate"}.withDefaults()
 	m := newModule(cfg)
 	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
-	m.creds, _ = newCredentialStore(cfg.Name, cfg.Credentials)
+	m.creds, _ = credentials.NewStore(cfg.Credentials)
 	rt, compiled, err := compile(ctx, wasm, cfg)
 	if err != nil {
 		return Info{}, []string{err.Error()}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -14,7 +17,7 @@ import (
 // against the allowlist), and makes every check the host would otherwise
 // make only while sending it: the method (checkMethod), each header's
 // name and value, and what the reserved headers ask
-// (authenticator.authorize). A request
+// (credentials.Authenticator.Authorize). A request
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
 // requests that are never sent.
@@ -31,18 +34,30 @@ func (h *httpClient) newRequest(ctx context.Context, req *abi.HTTPRequest, u *ur
 		return nil, err
 	}
 	for _, hd := range req.Headers {
-		if !validHeaderName(hd.Name) {
+		if !httpguts.ValidHeaderFieldName(hd.Name) {
 			return nil, fmt.Errorf("header name %q is not a valid header name", hd.Name)
 		}
-		if err := validHeaderValue(hd.Value); err != nil {
-			return nil, fmt.Errorf("header %s: the value %w", hd.Name, err)
+		if !httpguts.ValidHeaderFieldValue(hd.Value) {
+			return nil, fmt.Errorf("header %s: the value contains a control character", hd.Name)
 		}
 		hreq.Header.Add(hd.Name, hd.Value)
 	}
 	if h.cfg.auth != nil {
-		if _, err := h.cfg.auth.authorize(hreq.Header, hreq.URL); err != nil {
+		if err := h.cfg.auth.Authorize(hreq.Header, hreq.URL); err != nil {
 			return nil, err
 		}
 	}
 	return hreq, nil
+}
+
+// checkMethod refuses the methods the Fetch standard forbids: TRACE and
+// TRACK make the server echo the request, credentials included, and
+// CONNECT turns the origin into a tunnel to anywhere.
+func checkMethod(method string) error {
+	for _, forbidden := range []string{"TRACE", "TRACK", "CONNECT"} {
+		if strings.EqualFold(method, forbidden) {
+			return &deniedError{fmt.Sprintf("method %s is forbidden", method)}
+		}
+	}
+	return nil
 }

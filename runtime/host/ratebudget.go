@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
 // RateLimit is one origin's request budget, an entry of the cloud-config's
@@ -206,7 +207,7 @@ func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(l.Origin) // valid: checked above
-	o, _ := parseOrigin(u)
+	o, _ := origin.Of(u)
 	if !allowed[o] {
 		return nil, fmt.Errorf("origin %s is not in http.allowedOrigins", o)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
 func TestNewRateBudget(t *testing.T) {
@@ -295,7 +296,7 @@ func TestRateBudgetThrottles(t *testing.T) {
 	}
 }
 
-func mustOrigin(t testing.TB, s string) origin {
+func mustOrigin(t testing.TB, s string) origin.Origin {
 	t.Helper()
 	list, err := ParseAllowedOrigins([]string{s})
 	if err != nil || len(list) != 1 {

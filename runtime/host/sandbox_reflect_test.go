@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,47 +21,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 )
-
-// reflectedForms are the ways a server may return secret, written here
-// apart from the host's own list: raw, hex, percent-encoded, and base64
-// (standard and URL-safe, padded or not, alone or inside a longer encoded
-// text at any of the three alignments).
-func reflectedForms(secret string) []string {
-	forms := []string{secret, hex.EncodeToString([]byte(secret)), strings.ToUpper(hex.EncodeToString([]byte(secret))),
-		url.QueryEscape(secret), url.PathEscape(secret)}
-	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
-		forms = append(forms, enc.EncodeToString([]byte(secret)))
-	}
-	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.RawURLEncoding} {
-		for offset := 1; offset < 3; offset++ {
-			s := enc.EncodeToString([]byte(strings.Repeat("\x00", offset) + secret))
-			forms = append(forms, s[3:len(s)-1]) // the characters made of the secret's bits only
-		}
-	}
-	return forms
-}
-
-// reflection returns the first form of a secret found in what the module
-// got, or "". Header names are compared in lower case: the HTTP client
-// canonicalises them.
-func reflection(resp *abi.HTTPResponse, secrets []string) string {
-	var text, names strings.Builder
-	text.Write(resp.Body)
-	text.WriteString(resp.Error)
-	for _, h := range resp.Headers {
-		text.WriteString("\n" + h.Value)
-		names.WriteString("\n" + strings.ToLower(h.Name))
-	}
-	for _, secret := range secrets {
-		for _, form := range reflectedForms(secret) {
-			if strings.Contains(text.String(), form) || strings.Contains(names.String(), strings.ToLower(form)) {
-				return fmt.Sprintf("%q as %q", secret, form)
-			}
-		}
-	}
-	return ""
-}
 
 // echoServer is an origin that answers every request with itself: the
 // request line, headers and body in the response body, each header value
@@ -134,10 +95,10 @@ func echoServer(t *testing.T) *httptest.Server {
 
 // reflectClient is the HTTP client of a module allowed to reach origins,
 // with creds applied as the host applies them.
-func reflectClient(t *testing.T, creds CredentialsConfig, origins ...string) *httpClient {
+func reflectClient(t *testing.T, creds credentials.Config, origins ...string) *httpClient {
 	t.Helper()
 	cfg := Config{Name: "reflect-" + t.Name(), HTTP: HTTPConfig{AllowedOrigins: origins}, Credentials: creds}.withDefaults()
-	store, err := newCredentialStore(cfg.Name, cfg.Credentials)
+	store, err := credentials.NewStore(cfg.Credentials)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,28 +121,28 @@ func reflectClient(t *testing.T, creds CredentialsConfig, origins ...string) *ht
 // alone, in the module's own text, it is left as it is.
 func TestEchoedCredentialsRedacted(t *testing.T) {
 	echo := echoServer(t)
-	oauth2Tokens := newTokenServer(t, "oauth2-access-token-1f2e3d4c5b6a", 3600)
-	googleTokens := newTokenServer(t, "google-access-token-a6b5c4d3e2f1", 3600)
+	oauth2Tokens := credentialstest.NewTokenServer(t, "oauth2-access-token-1f2e3d4c5b6a", 3600)
+	googleTokens := credentialstest.NewTokenServer(t, "google-access-token-a6b5c4d3e2f1", 3600)
 	secrets := map[string]string{
 		"token": "bearer-token-0123456789abcdef", "short": "s3cret",
 		"user": "alice", "password": "correct+horse/battery=staple", "short-password": "pw",
 		"apikey": "api-key-fedcba9876543210",
 		"id":     "AKIDEXAMPLE", "secret": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "session": "FQoGZXIvYXdzEBYaDSessionToken0123456789",
 		"client-id": "ccm", "client-secret": "client-secret-value-42",
-		"key.json": serviceAccountKey(t, googleTokens.URL),
+		"key.json": credentialstest.ServiceAccountKey(t, googleTokens.URL),
 	}
 	origins := []string{echo.URL}
-	h := reflectClient(t, CredentialsConfig{Dir: secretDir(t, secrets), Auth: []AuthConfig{
-		{Name: "bearer", Origins: origins, Bearer: &BearerAuth{Key: "token"}},
-		{Name: "short-bearer", Origins: origins, Bearer: &BearerAuth{Key: "short"}},
-		{Name: "basic", Origins: origins, Basic: &BasicAuth{UsernameKey: "user", PasswordKey: "password"}},
-		{Name: "short-basic", Origins: origins, Basic: &BasicAuth{UsernameKey: "user", PasswordKey: "short-password"}},
-		{Name: "header", Origins: origins, Header: &HeaderAuth{Name: "X-Auth-Token", Key: "apikey"}},
-		{Name: "sigv4", Origins: origins, SigV4: &SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret", SessionTokenKey: "session",
+	h := reflectClient(t, credentials.Config{Dir: credentialstest.SecretDir(t, secrets), Auth: []credentials.AuthConfig{
+		{Name: "bearer", Origins: origins, Bearer: &credentials.BearerAuth{Key: "token"}},
+		{Name: "short-bearer", Origins: origins, Bearer: &credentials.BearerAuth{Key: "short"}},
+		{Name: "basic", Origins: origins, Basic: &credentials.BasicAuth{UsernameKey: "user", PasswordKey: "password"}},
+		{Name: "short-basic", Origins: origins, Basic: &credentials.BasicAuth{UsernameKey: "user", PasswordKey: "short-password"}},
+		{Name: "header", Origins: origins, Header: &credentials.HeaderAuth{Name: "X-Auth-Token", Key: "apikey"}},
+		{Name: "sigv4", Origins: origins, SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret", SessionTokenKey: "session",
 			Region: "eu-central-1", Service: "ec2"}},
-		{Name: "oauth2", Origins: origins, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{TokenURL: oauth2Tokens.URL,
+		{Name: "oauth2", Origins: origins, OAuth2ClientCredentials: &credentials.OAuth2ClientCredentialsAuth{TokenURL: oauth2Tokens.URL,
 			ClientIDKey: "client-id", ClientSecretKey: "client-secret"}},
-		{Name: "google", Origins: origins, GoogleServiceAccount: &GoogleServiceAccountAuth{Key: "key.json", Scopes: []string{"compute"}}},
+		{Name: "google", Origins: origins, GoogleServiceAccount: &credentials.GoogleServiceAccountAuth{Key: "key.json", Scopes: []string{"compute"}}},
 	}}, echo.URL)
 	basic := func(user, password string) string {
 		return base64.StdEncoding.EncodeToString([]byte(user + ":" + password))
@@ -205,11 +166,11 @@ func TestEchoedCredentialsRedacted(t *testing.T) {
 			!bytes.Contains(resp.Body, []byte("module body")) || !bytes.Contains(resp.Body, []byte("********")) {
 			t.Fatalf("%s: the echo did not come back, redacted: %+v", credential, resp)
 		}
-		if leak := reflection(resp, sent[credential]); leak != "" {
+		if leak := credentialstest.Reflection(resp, sent[credential]); leak != "" {
 			t.Errorf("%s: the module got %s:\n%s", credential, leak, resp.Body)
 		}
 		status := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/status", Headers: named})
-		if leak := reflection(status, sent[credential]); leak != "" || !strings.Contains(status.Error, "malformed HTTP status code") {
+		if leak := credentialstest.Reflection(status, sent[credential]); leak != "" || !strings.Contains(status.Error, "malformed HTTP status code") {
 			t.Errorf("%s: a status line holding the credential: error %q (%s)", credential, status.Error, leak)
 		}
 	}
@@ -217,7 +178,7 @@ func TestEchoedCredentialsRedacted(t *testing.T) {
 	// last one that did.
 	h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "bearer"}}})
 	resp := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/last"})
-	if leak := reflection(resp, all); leak != "" || !bytes.Contains(resp.Body, []byte("Bearer *****")) {
+	if leak := credentialstest.Reflection(resp, all); leak != "" || !bytes.Contains(resp.Body, []byte("Bearer *****")) {
 		t.Errorf("another request's echo: %s:\n%s", leak, resp.Body)
 	}
 	// Too short to be looked for alone: the module's own "s3cret" and
@@ -235,8 +196,8 @@ func TestForbiddenMethodsRefused(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
 	defer srv.Close()
-	h := reflectClient(t, CredentialsConfig{Dir: secretDir(t, map[string]string{"token": "bearer-token-0123456789abcdef"}), Auth: []AuthConfig{
-		{Name: "token", Origins: []string{srv.URL}, Bearer: &BearerAuth{Key: "token"}}}}, srv.URL)
+	h := reflectClient(t, credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": "bearer-token-0123456789abcdef"}), Auth: []credentials.AuthConfig{
+		{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}, srv.URL)
 	for _, method := range []string{"TRACE", "trace", "Track", "CONNECT", "connect"} {
 		for _, headers := range [][]abi.Header{nil, {{Name: abi.HeaderCredential, Value: "token"}}} {
 			resp := h.do(context.Background(), &abi.HTTPRequest{Method: method, URL: srv.URL + "/", Headers: headers})
@@ -260,15 +221,15 @@ func TestForbiddenMethodsRefused(t *testing.T) {
 func TestCompressedEchoRefused(t *testing.T) {
 	const token = "bearer-token-0123456789abcdef"
 	echo := echoServer(t)
-	h := reflectClient(t, CredentialsConfig{Dir: secretDir(t, map[string]string{"token": token}), Auth: []AuthConfig{
-		{Name: "token", Origins: []string{echo.URL}, Bearer: &BearerAuth{Key: "token"}}}}, echo.URL)
+	h := reflectClient(t, credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": token}), Auth: []credentials.AuthConfig{
+		{Name: "token", Origins: []string{echo.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}, echo.URL)
 	named := []abi.Header{{Name: abi.HeaderCredential, Value: "token"}}
 	resp := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: append(named, abi.Header{Name: "Accept-Encoding", Value: "gzip"})})
 	if !strings.HasPrefix(resp.Error, "denied: the response is compressed") || len(resp.Body) != 0 || len(resp.Headers) != 0 {
 		t.Errorf("a compressed echo: %+v", resp)
 	}
 	resp = h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: named})
-	if leak := reflection(resp, []string{token}); leak != "" || !bytes.Contains(resp.Body, []byte("Accept-Encoding: gzip")) {
+	if leak := credentialstest.Reflection(resp, []string{token}); leak != "" || !bytes.Contains(resp.Body, []byte("Accept-Encoding: gzip")) {
 		t.Errorf("gzip negotiated by the host: %s:\n%s", leak, resp.Body)
 	}
 }
@@ -325,14 +286,14 @@ func TestTokenEndpointErrorBodyHidden(t *testing.T) {
 	var mu sync.Mutex
 	var reports []string
 	origins := []string{api.URL}
-	h := reflectClient(t, CredentialsConfig{
-		Dir: secretDir(t, map[string]string{"client-id": "ccm", "client-secret": clientSecret, "key.json": serviceAccountKey(t, tokens.URL)}),
-		Auth: []AuthConfig{
-			{Name: "oauth2", Origins: origins, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{TokenURL: tokens.URL,
+	h := reflectClient(t, credentials.Config{
+		Dir: credentialstest.SecretDir(t, map[string]string{"client-id": "ccm", "client-secret": clientSecret, "key.json": credentialstest.ServiceAccountKey(t, tokens.URL)}),
+		Auth: []credentials.AuthConfig{
+			{Name: "oauth2", Origins: origins, OAuth2ClientCredentials: &credentials.OAuth2ClientCredentialsAuth{TokenURL: tokens.URL,
 				ClientIDKey: "client-id", ClientSecretKey: "client-secret"}},
-			{Name: "oauth2-page", Origins: origins, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{TokenURL: tokens.URL,
+			{Name: "oauth2-page", Origins: origins, OAuth2ClientCredentials: &credentials.OAuth2ClientCredentialsAuth{TokenURL: tokens.URL,
 				ClientIDKey: "client-id", ClientSecretKey: "client-secret"}},
-			{Name: "google", Origins: origins, GoogleServiceAccount: &GoogleServiceAccountAuth{Key: "key.json", Scopes: []string{"compute"}}},
+			{Name: "google", Origins: origins, GoogleServiceAccount: &credentials.GoogleServiceAccountAuth{Key: "key.json", Scopes: []string{"compute"}}},
 		},
 		OnAuthFailure: func(credential string, err error) {
 			mu.Lock()
@@ -357,7 +318,7 @@ func TestTokenEndpointErrorBodyHidden(t *testing.T) {
 		mu.Lock()
 		said := resp.Error + "\n" + strings.Join(reports, "\n") + "\n" + log.String()
 		mu.Unlock()
-		if leak := reflection(&abi.HTTPResponse{Error: said}, []string{clientSecret}); leak != "" {
+		if leak := credentialstest.Reflection(&abi.HTTPResponse{Error: said}, []string{clientSecret}); leak != "" {
 			t.Errorf("%s: the client secret got out, %s:\n%s", c.credential, leak, said)
 		}
 		// Whatever the endpoint quoted: the form, the assertion, the
@@ -375,60 +336,5 @@ func TestTokenEndpointErrorBodyHidden(t *testing.T) {
 	}
 	if !strings.Contains(log.String(), `credential="oauth2"`) {
 		t.Errorf("the failure was not logged:\n%s", log.String())
-	}
-}
-
-// TestRedactFindsEveryOffset: a secret inside a longer text, at any
-// offset, is found in that text raw or encoded whole, and nothing made of
-// its bits alone is left.
-func TestRedactFindsEveryOffset(t *testing.T) {
-	const secret = "bearer-token-0123456789abcdef"
-	s := newSentSecrets("offsets")
-	s.record(secretSlot{"c", "request"}, secret)
-	for before := range 9 {
-		for after := range 5 {
-			plain := []byte(strings.Repeat(".", before) + secret + strings.Repeat(".", after))
-			texts := []string{string(plain), hex.EncodeToString(plain), strings.ToUpper(hex.EncodeToString(plain)),
-				url.QueryEscape(string(plain)), url.PathEscape(string(plain))}
-			for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding, base64.RawStdEncoding, base64.RawURLEncoding} {
-				texts = append(texts, enc.EncodeToString(plain))
-			}
-			for _, text := range texts {
-				resp := &abi.HTTPResponse{Body: []byte("<" + text + ">")}
-				s.redact(resp)
-				if leak := reflection(resp, []string{secret}); leak != "" || !bytes.Contains(resp.Body, []byte("********")) {
-					t.Fatalf("%q redacted to %q: %s", text, resp.Body, leak)
-				}
-			}
-		}
-	}
-}
-
-// BenchmarkRedact is the cost of looking for a module's secrets in a
-// response of each size: an OAuth2 credential whose token was refreshed
-// once (the current and the previous token), and a client secret.
-func BenchmarkRedact(b *testing.B) {
-	s := newSentSecrets("bench")
-	token := func(seed byte) string {
-		return strings.Repeat(string(rune('A'+seed)), 3) + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{seed, 7, 42}, 400))
-	}
-	s.record(secretSlot{"c", "client secret"}, "client-secret-value-42")
-	s.record(secretSlot{"c", "request"}, token(1), "Bearer "+token(1))
-	s.record(secretSlot{"c", "request"}, token(2), "Bearer "+token(2))
-	b.Logf("%d needles", len(s.set.Load().plain.needles))
-	var page bytes.Buffer
-	for page.Len() < 4<<20 {
-		fmt.Fprintf(&page, `{"id":"i-%08x","zone":"eu-central-1a","state":"running","tags":{"Name":"node-%d"}},`, page.Len(), page.Len())
-	}
-	for _, size := range []int{10 << 10, 4 << 20} {
-		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			resp := &abi.HTTPResponse{StatusCode: 200, Body: page.Bytes()[:size],
-				Headers: []abi.Header{{Name: "Content-Type", Value: "application/json"}, {Name: "X-Request-Id", Value: "5f1c8a7e-0000-4000-8000-000000000000"}}}
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			for b.Loop() {
-				s.redact(resp)
-			}
-		})
 	}
 }

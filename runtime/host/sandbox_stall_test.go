@@ -15,6 +15,8 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 )
 
 // Guests that stall: they sleep through WASI's poll_oneoff, as Go, TinyGo
@@ -401,11 +403,11 @@ func TestTokenExchangeBoundedByCall(t *testing.T) {
 	defer tokens.Close()
 	defer close(release)
 	const timeout = 300 * time.Millisecond
-	dir := secretDir(t, map[string]string{"client-id": "ccm", "client-secret": "pw"})
+	dir := credentialstest.SecretDir(t, map[string]string{"client-id": "ccm", "client-secret": "pw"})
 	f := newFixture(t, wasmbuild.Go, func(c *Config) {
 		c.CallTimeout = timeout
 		c.Credentials.Dir = dir
-		c.Credentials.Auth = []AuthConfig{{Name: "token", Origins: c.HTTP.AllowedOrigins, OAuth2ClientCredentials: &OAuth2ClientCredentialsAuth{
+		c.Credentials.Auth = []credentials.AuthConfig{{Name: "token", Origins: c.HTTP.AllowedOrigins, OAuth2ClientCredentials: &credentials.OAuth2ClientCredentialsAuth{
 			TokenURL: tokens.URL, ClientIDKey: "client-id", ClientSecretKey: "client-secret"}}}
 		c.Credentials.OnAuthFailure = func(credential string, err error) {
 			t.Errorf("credential %s reported failed when only the call ran out of time: %v", credential, err)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 )
 
 // TestRefusedRequestsCostNoToken: requests the host refuses take nothing
@@ -33,7 +35,7 @@ func TestRefusedRequestsCostNoToken(t *testing.T) {
 	defer api.Close()
 	other := httptest.NewServer(http.NotFoundHandler())
 	defer other.Close()
-	dir := secretDir(t, map[string]string{"token": "s3cret"})
+	dir := credentialstest.SecretDir(t, map[string]string{"token": "s3cret"})
 	named := func(headers ...abi.Header) []abi.Header {
 		return append([]abi.Header{{Name: abi.HeaderCredential, Value: "token"}}, headers...)
 	}
@@ -59,12 +61,12 @@ func TestRefusedRequestsCostNoToken(t *testing.T) {
 			}
 			cfg := Config{Name: "refused",
 				HTTP: HTTPConfig{AllowedOrigins: []string{api.URL, other.URL}, Budget: budget},
-				Credentials: CredentialsConfig{Dir: dir, Auth: []AuthConfig{
-					{Name: "token", Origins: []string{api.URL}, Bearer: &BearerAuth{Key: "token"}},
-					{Name: "elsewhere", Origins: []string{other.URL}, Bearer: &BearerAuth{Key: "token"}},
+				Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
+					{Name: "token", Origins: []string{api.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
+					{Name: "elsewhere", Origins: []string{other.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
 				}},
 			}.withDefaults()
-			store, _ := newCredentialStore(cfg.Name, cfg.Credentials)
+			store, _ := credentials.NewStore(cfg.Credentials)
 			if cfg.HTTP.auth, err = newModuleAuthenticator(cfg, store); err != nil {
 				t.Fatal(err)
 			}

@@ -13,8 +13,8 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
-	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
 // TestAuthFailureEvent: a credential whose Secret key is missing fails
@@ -30,7 +30,7 @@ func TestAuthFailureEvent(t *testing.T) {
 	wasm, _ := simcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.Credentials = CredentialsConfig{Dir: t.TempDir(), Auth: []host.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &host.BearerAuth{Key: "token"}}}}
+		cfg.Credentials = CredentialsConfig{Dir: t.TempDir(), Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})
 	recorder := record.NewFakeRecorder(10)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -117,9 +118,9 @@ type HTTPConfig struct {
 
 // CredentialsConfig is the module's credentials: dir is the mounted
 // Secret, auth the credentials the host applies to the module's requests
-// (host.AuthConfig), readable the keys the module may read raw, which
-// weakens isolation and is empty by default.
-type CredentialsConfig = host.CredentialsConfig
+// (credentials.AuthConfig), readable the keys the module may read raw,
+// which weakens isolation and is empty by default.
+type CredentialsConfig = credentials.Config
 
 // ParseConfig reads and validates a cloud-config.
 func ParseConfig(r io.Reader) (*Config, error) {
@@ -172,7 +173,7 @@ func (c *Config) validate() error {
 	} else if _, err := host.NewRateBudget(c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
-	if err := host.ValidateCredentials(c.Credentials, c.HTTP.AllowedOrigins); err != nil {
+	if err := credentials.Validate(c.Credentials, c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("credentials: %w", err))
 	}
 	return errors.Join(errs...)

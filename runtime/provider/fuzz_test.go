@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // FuzzParseConfig: any cloud-config is either refused with an error or
@@ -20,7 +20,7 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		hc := cfg.HostConfig("fuzz")
-		if err := host.ValidateCredentials(hc.Credentials, hc.HTTP.AllowedOrigins); err != nil {
+		if err := credentials.Validate(hc.Credentials, hc.HTTP.AllowedOrigins); err != nil {
 			t.Fatalf("accepted credentials the host refuses: %v", err)
 		}
 		if cfg.Module.Path == "" || hc.PoolSize < 0 || hc.PoolSize > 256 || hc.CallTimeout < 0 || hc.MemoryLimitPages > 65536 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
@@ -86,7 +87,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
 		cfg.HTTP.RateLimits = []host.RateLimit{{Origin: srv.URL, PerHour: 1}}
-		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &host.BearerAuth{Key: "token"}}}}
+		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})
 	recorder := record.NewFakeRecorder(10)

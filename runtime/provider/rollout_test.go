@@ -20,7 +20,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // The rollout tests run the first-party simcloud module against an
@@ -68,7 +68,7 @@ func simcloudGrants(t testing.TB) (*simcloud.Cloud, func(*Config)) {
 	writeFile(t, filepath.Join(creds, "token"), []byte("t"))
 	return cloud, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []host.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &host.BearerAuth{Key: "token"}}}}
+		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	}
 }

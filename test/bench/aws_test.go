@@ -11,6 +11,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/aws"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -24,15 +25,15 @@ var awsConfig = []byte(`{"region": "us-east-1", "clusterID": "bench", "ec2Endpoi
 // awsCredentials binds the fake's key pair, written into the env's
 // credential directory, to the endpoint: the host signs every request with
 // SigV4, natively and for the modules alike.
-func (e *cloudEnv) awsCredentials(b testing.TB) host.CredentialsConfig {
+func (e *cloudEnv) awsCredentials(b testing.TB) credentials.Config {
 	b.Helper()
 	for name, value := range map[string]string{"aws-id": awsfake.DefaultAccessKeyID, "aws-secret": awsfake.DefaultSecretAccessKey} {
 		if err := os.WriteFile(filepath.Join(e.credDir, name), []byte(value), 0o600); err != nil {
 			b.Fatal(err)
 		}
 	}
-	return host.CredentialsConfig{Dir: e.credDir, Auth: []host.AuthConfig{{Name: "aws", Origins: []string{awsEndpoint},
-		SigV4: &host.SigV4Auth{AccessKeyIDKey: "aws-id", SecretAccessKeyKey: "aws-secret"}}}}
+	return credentials.Config{Dir: e.credDir, Auth: []credentials.AuthConfig{{Name: "aws", Origins: []string{awsEndpoint},
+		SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "aws-id", SecretAccessKeyKey: "aws-secret"}}}}
 }
 
 // BenchmarkAWSInstanceMetadata is BenchmarkCall's InstanceMetadata for the
@@ -63,7 +64,7 @@ func BenchmarkAWSInstanceMetadata(b *testing.B) {
 			n := &abi.Node{Name: target.PrivateDNSName}
 			var call func() error
 			if v.tc == "" {
-				auth, err := host.NewAuthTransport("native", creds, e.transport)
+				auth, err := credentials.NewTransport("native", creds, e.transport)
 				if err != nil {
 					b.Fatal(err)
 				}

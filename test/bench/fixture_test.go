@@ -24,6 +24,7 @@ import (
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	simprovider "github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -161,9 +162,9 @@ func (e *cloudEnv) hostConfig(name string) host.Config {
 
 // credentials bind the token to origin, as a deployment's cloud-config
 // does.
-func (e *cloudEnv) credentials(origin string) host.CredentialsConfig {
-	return host.CredentialsConfig{Dir: e.credDir, Auth: []host.AuthConfig{
-		{Name: "token", Origins: []string{origin}, Bearer: &host.BearerAuth{Key: "token"}},
+func (e *cloudEnv) credentials(origin string) credentials.Config {
+	return credentials.Config{Dir: e.credDir, Auth: []credentials.AuthConfig{
+		{Name: "token", Origins: []string{origin}, Bearer: &credentials.BearerAuth{Key: "token"}},
 	}}
 }
 
@@ -172,7 +173,7 @@ func (e *cloudEnv) credentials(origin string) host.CredentialsConfig {
 // work per request.
 func (e *cloudEnv) nativeHost(b testing.TB, origin string) *native.Host {
 	b.Helper()
-	auth, err := host.NewAuthTransport("native", e.credentials(origin), e.transport)
+	auth, err := credentials.NewTransport("native", e.credentials(origin), e.transport)
 	if err != nil {
 		b.Fatal(err)
 	}

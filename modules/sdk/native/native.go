@@ -22,8 +22,8 @@ import (
 type Host struct {
 	// Transport carries HTTP requests; nil means http.DefaultTransport.
 	// Requests that name a credential (abi.HeaderCredential) need one that
-	// applies it as the wasm host does, such as runtime/host's
-	// NewAuthTransport; http.DefaultTransport sends them unauthenticated.
+	// applies it as the wasm host does, such as runtime/credentials'
+	// NewTransport; http.DefaultTransport sends them unauthenticated.
 	Transport http.RoundTripper
 	// Credentials maps the names Credential serves to their values.
 	Credentials map[string]string

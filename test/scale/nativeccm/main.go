@@ -44,6 +44,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -105,8 +106,8 @@ func newCloud(r io.Reader) (cloudprovider.Interface, error) {
 		ResponseHeaderTimeout: 10 * time.Second,
 	}
 	// The token is applied by runtime/host's own code, as for the module.
-	auth, err := host.NewAuthTransport(ProviderName, host.CredentialsConfig{Dir: filepath.Dir(cfg.TokenFile), Auth: []host.AuthConfig{{
-		Name: "token", Origins: []string{endpoint.Scheme + "://" + endpoint.Host}, Bearer: &host.BearerAuth{Key: filepath.Base(cfg.TokenFile)},
+	auth, err := credentials.NewTransport(ProviderName, credentials.Config{Dir: filepath.Dir(cfg.TokenFile), Auth: []credentials.AuthConfig{{
+		Name: "token", Origins: []string{endpoint.Scheme + "://" + endpoint.Host}, Bearer: &credentials.BearerAuth{Key: filepath.Base(cfg.TokenFile)},
 	}}}, transport)
 	if err != nil {
 		return nil, err

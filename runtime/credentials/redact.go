@@ -1,4 +1,4 @@
-package host
+package credentials
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -257,8 +256,8 @@ func (s *needleSet) redactHeaderName(name string) string {
 func (s *sentSecrets) redact(resp *abi.HTTPResponse) {
 	for _, h := range resp.Headers {
 		if strings.EqualFold(h.Name, "Content-Encoding") && !strings.EqualFold(h.Value, "identity") {
-			*resp = abi.HTTPResponse{Error: (&deniedError{"the response is compressed (Content-Encoding), which hides it from the host's " +
-				"search for the module's credentials: let the host negotiate compression, without Accept-Encoding"}).Error()}
+			*resp = abi.HTTPResponse{Error: denied("the response is compressed (Content-Encoding), which hides it from the host's " +
+				"search for the module's credentials: let the host negotiate compression, without Accept-Encoding").Error()}
 			return
 		}
 	}
@@ -285,16 +284,4 @@ func (s *sentSecrets) redactError(err error) error {
 		return errors.New(msg)
 	}
 	return err
-}
-
-// checkMethod refuses the methods the Fetch standard forbids: TRACE and
-// TRACK make the server echo the request, credentials included, and
-// CONNECT turns the origin into a tunnel to anywhere.
-func checkMethod(method string) error {
-	for _, forbidden := range []string{"TRACE", "TRACK", "CONNECT"} {
-		if strings.EqualFold(method, forbidden) {
-			return &deniedError{fmt.Sprintf("method %s is forbidden", method)}
-		}
-	}
-	return nil
 }

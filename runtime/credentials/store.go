@@ -1,28 +1,29 @@
-package host
+package credentials
 
 import (
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
 
-// maxCredentialBytes bounds one credential value, maxCredentialNameBytes
-// its name, as Kubernetes bounds a Secret key.
+// maxCredentialBytes bounds one credential value, MaxNameBytes its name,
+// as Kubernetes bounds a Secret key.
 const (
-	maxCredentialBytes     = 64 << 10
-	maxCredentialNameBytes = 253
+	maxCredentialBytes = 64 << 10
+	MaxNameBytes       = 253
 )
 
-// credentialStore serves the module's secrets from a Secret volume: to the
-// host, which applies them to requests (auth.go), and raw to the module
+// Store serves the module's secrets from a Secret volume: to the
+// Authenticator, which applies them to requests, and raw to the module
 // only for readable names. The kubelet rotates a Secret by writing new
 // files and swapping a symlink, so a lookup stats the path, which follows
 // the symlink, and re-reads the file only when what it finds is not the
@@ -30,8 +31,7 @@ const (
 // time): rotation takes effect at the next lookup, with no restart, for
 // one stat instead of open, stat, read and close on every request. The
 // cache holds one entry per key the operator's configuration names.
-type credentialStore struct {
-	module   string
+type Store struct {
 	dir      string
 	readable map[string]bool
 
@@ -48,11 +48,12 @@ type cachedCredential struct {
 	value []byte
 }
 
-func newCredentialStore(module string, cfg CredentialsConfig) (*credentialStore, error) {
-	s := &credentialStore{module: module, dir: cfg.Dir, readable: map[string]bool{},
+// NewStore returns the store of cfg's secrets.
+func NewStore(cfg Config) (*Store, error) {
+	s := &Store{dir: cfg.Dir, readable: map[string]bool{},
 		cache: map[string]cachedCredential{}, readRaw: map[string]bool{}}
 	for _, name := range cfg.Readable {
-		if err := ValidCredentialName(name); err != nil {
+		if err := ValidName(name); err != nil {
 			return nil, err
 		}
 		s.readable[name] = true
@@ -63,52 +64,44 @@ func newCredentialStore(module string, cfg CredentialsConfig) (*credentialStore,
 	return s, nil
 }
 
-// ValidCredentialName accepts what a Secret key may be, minus anything that
+// ValidName accepts what a Secret key may be, minus anything that
 // could leave the directory or reach the kubelet's dot-files.
-func ValidCredentialName(name string) error {
-	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) || len(name) > maxCredentialNameBytes {
+func ValidName(name string) error {
+	if name == "" || strings.HasPrefix(name, ".") || strings.ContainsAny(name, `/\`) || len(name) > MaxNameBytes {
 		return fmt.Errorf("credential name %q is not a plain Secret key", name)
 	}
 	return nil
 }
 
-// get serves the credential import: a raw read, refused unless the
+// ReadRaw serves the credential import: a raw read, refused unless the
 // operator made name readable.
-func (s *credentialStore) get(name string) ([]byte, abi.Errno) {
+func (s *Store) ReadRaw(name string) ([]byte, abi.Errno) {
 	if !s.readable[name] {
-		credentialReads.WithLabelValues(s.module, "", "not_granted").Inc()
 		return nil, abi.ErrnoNotGranted
 	}
 	value, err := s.read(name)
 	if err != nil {
-		credentialReads.WithLabelValues(s.module, name, "not_found").Inc()
 		return nil, abi.ErrnoNotFound
 	}
-	credentialReads.WithLabelValues(s.module, name, "ok").Inc()
 	s.mu.Lock()
 	s.readRaw[name] = true
 	s.mu.Unlock()
 	return value, 0
 }
 
-// RawCredentialReads lists, sorted, the credentials the module has read
-// raw through the credential import: each is a secret the module held.
-func (m *Module) RawCredentialReads() []string {
-	m.creds.mu.Lock()
-	defer m.creds.mu.Unlock()
-	names := make([]string, 0, len(m.creds.readRaw))
-	for name := range m.creds.readRaw {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	return names
+// RawReads lists, sorted, the names read with ReadRaw: each is a secret
+// the module held.
+func (s *Store) RawReads() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.readRaw))
 }
 
 // read returns the credential's value, from the cache while the file is
 // the one read last. The stat comes before the read: if the file changes
 // in between, the value cached is newer than its stat, and the next lookup
 // reads again.
-func (s *credentialStore) read(name string) ([]byte, error) {
+func (s *Store) read(name string) ([]byte, error) {
 	path := filepath.Join(s.dir, name)
 	st, err := os.Stat(path)
 	if err != nil {

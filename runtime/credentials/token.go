@@ -1,10 +1,9 @@
-package host
+package credentials
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -12,7 +11,6 @@ import (
 
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
-	"golang.org/x/oauth2/google"
 )
 
 // Token exchanges: the host, not the module, asks the token endpoint, with
@@ -71,6 +69,10 @@ type tokenCache struct {
 	err      error
 	retryAt  time.Time
 	backoff  time.Duration
+
+	// client is the client credentials configuration of the
+	// oauth2ClientCredentials scheme (clientConfig).
+	client *clientcredentials.Config
 }
 
 // get returns the current token, fetching one with fetch when there is
@@ -153,7 +155,7 @@ func (c *tokenCache) fetch(fetch func(context.Context) (*oauth2.Token, error)) (
 		err = fmt.Errorf("the token endpoint answered no access token")
 	}
 	if err == nil {
-		err = validHeaderValue(tok.AccessToken)
+		err = checkHeaderValue(tok.AccessToken)
 	}
 	if err != nil {
 		return nil, err
@@ -169,105 +171,4 @@ func refreshTime(now, expiry time.Time) time.Time {
 		return time.Unix(1<<62, 0)
 	}
 	return expiry.Add(-min(tokenRefreshMargin, max(expiry.Sub(now)/4, 0)))
-}
-
-// token returns cred's current OAuth2 access token. The secrets are read
-// at every call, through the credential cache, so that a rotated client
-// secret or key is used at once.
-func (a *authenticator) token(ctx context.Context, cred *boundCredential) (string, error) {
-	var secrets [][]byte
-	var fetch func(context.Context) (*oauth2.Token, error)
-	switch {
-	case cred.OAuth2ClientCredentials != nil:
-		c := cred.OAuth2ClientCredentials
-		id, err := a.secret(c.ClientIDKey)
-		if err != nil {
-			return "", err
-		}
-		secret, err := a.secret(c.ClientSecretKey)
-		if err != nil {
-			return "", err
-		}
-		secrets = [][]byte{[]byte(id), []byte(secret)}
-		// Sent to the token endpoint only, yet looked for in what reaches
-		// the module: in an error that quotes a redirect, for one.
-		a.sent.record(secretSlot{cred.Name, "client secret"}, secret)
-		conf := cred.clientConfig(id, secret)
-		fetch = func(ctx context.Context) (*oauth2.Token, error) {
-			tok, err := conf.Token(ctx)
-			if err != nil {
-				return nil, tokenExchangeError(c.TokenURL, err)
-			}
-			return tok, nil
-		}
-	case cred.GoogleServiceAccount != nil:
-		c := cred.GoogleServiceAccount
-		key, err := a.readKey(c.Key)
-		if err != nil {
-			return "", err
-		}
-		secrets = [][]byte{key}
-		fetch = func(ctx context.Context) (*oauth2.Token, error) {
-			conf, err := google.JWTConfigFromJSON(key, c.Scopes...)
-			if err != nil {
-				return nil, fmt.Errorf("key %q is not a Google service account JSON key: %w", c.Key, err)
-			}
-			if c.TokenURL != "" {
-				conf.TokenURL = c.TokenURL
-			}
-			// A fresh source per exchange: the cache above decides when.
-			tok, err := conf.TokenSource(ctx).Token()
-			if err != nil {
-				return nil, tokenExchangeError(conf.TokenURL, err)
-			}
-			return tok, nil
-		}
-	}
-	h := sha256.New()
-	for _, s := range secrets {
-		fmt.Fprintf(h, "%d:", len(s))
-		h.Write(s)
-	}
-	tok, err := cred.tokens.get(ctx, [sha256.Size]byte(h.Sum(nil)), fetch)
-	if err != nil {
-		return "", err
-	}
-	return tok.AccessToken, nil
-}
-
-// oauth2ErrorCodes are RFC 6749's token error codes (section 5.2): the
-// only words of the token endpoint's answer an error repeats.
-var oauth2ErrorCodes = map[string]bool{"invalid_request": true, "invalid_client": true, "invalid_grant": true,
-	"unauthorized_client": true, "unsupported_grant_type": true, "invalid_scope": true}
-
-// tokenExchangeError is what a failed exchange says, in the module's
-// errors, the log and the Events. An answer of the token endpoint is told
-// by its status and standard error code alone: its body, and the
-// description and URI the OAuth2 library reads from it, may echo the
-// client secret or the signed assertion.
-func tokenExchangeError(tokenURL string, err error) error {
-	var answer *oauth2.RetrieveError
-	if !errors.As(err, &answer) {
-		return fmt.Errorf("token exchange with %s: %w", tokenURL, err)
-	}
-	msg := fmt.Sprintf("token exchange with %s: the token endpoint answered", tokenURL)
-	if answer.Response != nil {
-		msg += fmt.Sprintf(" %d", answer.Response.StatusCode)
-	}
-	if oauth2ErrorCodes[answer.ErrorCode] {
-		msg += " " + answer.ErrorCode
-	}
-	return errors.New(msg)
-}
-
-// clientConfig returns the client credentials configuration for id and
-// secret, the same one while they do not change.
-func (b *boundCredential) clientConfig(id, secret string) *clientcredentials.Config {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.client == nil || b.client.ClientID != id || b.client.ClientSecret != secret {
-		c := b.OAuth2ClientCredentials
-		b.client = &clientcredentials.Config{ClientID: id, ClientSecret: secret, TokenURL: c.TokenURL, Scopes: c.Scopes}
-	}
-	return b.client
 }

@@ -1,0 +1,21 @@
+package credentials
+
+import "net/http"
+
+// BearerAuth sends "Authorization: Bearer <the value of Key>".
+type BearerAuth struct {
+	Key string `json:"key"`
+}
+
+func (b *BearerAuth) keys() []string    { return []string{b.Key} }
+func (b *BearerAuth) validate() []error { return nil }
+func (b *BearerAuth) header() string    { return "Authorization" }
+
+func (b *BearerAuth) apply(req *http.Request, a *applying) error {
+	token, err := a.secret(b.Key)
+	if err != nil {
+		return err
+	}
+	a.setBearer(req, token)
+	return nil
+}
