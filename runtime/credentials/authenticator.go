@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -24,6 +25,10 @@ type Authenticator struct {
 	creds  map[string]*boundCredential
 	// params maps each reserved header a scheme reads to its scheme.
 	params map[string]string
+	// signer signs for the sigv4 scheme. It caches the keys it derives by
+	// access key ID, not secret: one per Authenticator keeps a module's
+	// keys from serving another's.
+	signer *v4.Signer
 	// now is the signing clock; tests fix it.
 	now func() time.Time
 
@@ -54,7 +59,7 @@ func New(module string, cfg Config, allowed origin.Set, store *Store) (*Authenti
 		return nil, fmt.Errorf("credentials: %w", errors.Join(errs...))
 	}
 	a := &Authenticator{module: module, store: store, creds: map[string]*boundCredential{}, params: schemeParams(),
-		now: time.Now, onFailure: cfg.OnAuthFailure, reported: map[string]time.Time{}, sent: newSentSecrets(module)}
+		signer: v4.NewSigner(), now: time.Now, onFailure: cfg.OnAuthFailure, reported: map[string]time.Time{}, sent: newSentSecrets(module)}
 	for _, c := range cfg.Auth {
 		origins, _ := origin.ParseSet(c.Origins)
 		_, s, _ := c.scheme()

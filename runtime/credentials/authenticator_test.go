@@ -302,3 +302,27 @@ func TestRevokedTokenReplaced(t *testing.T) {
 		t.Fatalf("%d token requests after five 401s to a token younger than tokenRejectAfter, want 2", n)
 	}
 }
+
+// TestSigV4KeysNotShared: two modules with the same access key ID and
+// different secrets sign differently. The AWS signer caches derived keys
+// by access key ID, so one shared signer would sign for the second with
+// the first's secret.
+func TestSigV4KeysNotShared(t *testing.T) {
+	ec2 := "https://ec2.eu-central-1.amazonaws.com"
+	sign := func(secret string) string {
+		dir := credentialstest.SecretDir(t, map[string]string{"id": "AKIDEXAMPLE", "secret": secret})
+		net := &recorder{}
+		rt := newAuthTransport(t, Config{Dir: dir, Auth: []AuthConfig{{Name: "aws", Origins: []string{ec2},
+			SigV4: &SigV4Auth{AccessKeyIDKey: "id", SecretAccessKeyKey: "secret", Region: "eu-central-1", Service: "ec2"}}}}, net)
+		rt.auth.now = func() time.Time { return time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC) }
+		req, _ := http.NewRequest("GET", ec2+"/", nil)
+		req.Header.Set(abi.HeaderCredential, "aws")
+		if _, err := rt.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		return net.last().Header.Get("Authorization")
+	}
+	if a, b := sign("first-secret-access-key"), sign("second-secret-access-key"); a == b {
+		t.Errorf("both secrets sign %q", a)
+	}
+}

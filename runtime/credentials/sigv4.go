@@ -8,7 +8,6 @@ import (
 	"net/http"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -25,9 +24,6 @@ type SigV4Auth struct {
 	Region          string `json:"region,omitempty"`
 	Service         string `json:"service,omitempty"`
 }
-
-// sigV4Signer signs for every module; it caches the keys it derives.
-var sigV4Signer = v4.NewSigner()
 
 // emptyPayloadHash is the SHA-256 of no bytes, SigV4's hash of a request
 // without a body.
@@ -81,7 +77,7 @@ func (s *SigV4Auth) apply(req *http.Request, a *applying) error {
 	if err != nil {
 		return err
 	}
-	return sigV4Signer.SignHTTP(req.Context(), creds, req, hash, service, region, a.auth.now())
+	return a.auth.signer.SignHTTP(req.Context(), creds, req, hash, service, region, a.auth.now())
 }
 
 // payloadHash is the hex SHA-256 of req's body. Every hop signs its own
