@@ -1,6 +1,7 @@
 package wasmccmcli
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"net/http"
@@ -11,6 +12,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
+	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
@@ -148,9 +154,24 @@ func awsEnv(t *testing.T) (config, spec string) {
 	}
 	spec += "- {name: deleted, providerID: \"aws:///us-east-1a/i-0000000000000dead\", exists: false}\n"
 	spec += "- {name: foreign, providerID: \"hcloud://1\", expectError: Error}\n"
+	// Load balancers the module did not make, created with the official
+	// client: one by hand, without tags, and one as the official CCM
+	// tags it, with the cluster but no Service UID.
+	client := elb.NewFromConfig(aws.Config{Region: awsfake.DefaultRegion, BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider(awsfake.DefaultAccessKeyID, awsfake.DefaultSecretAccessKey, "")})
+	for name, lbTags := range map[string]map[string]string{"by-hand": nil, "official-ccm": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "default/web"}} {
+		in := &elb.CreateLoadBalancerInput{LoadBalancerName: aws.String(name), AvailabilityZones: []string{awsfake.DefaultRegion + "a"},
+			Listeners: []elbtypes.Listener{{Protocol: aws.String("TCP"), LoadBalancerPort: 80, InstancePort: aws.Int32(30080)}}}
+		for k, v := range lbTags {
+			in.Tags = append(in.Tags, elbtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+		}
+		if _, err := client.CreateLoadBalancer(context.Background(), in); err != nil {
+			t.Fatalf("creating load balancer %s: %v", name, err)
+		}
+	}
 	// With the test one, 21 of the cluster's load balancers: their tags
 	// take two DescribeTags. The other cluster is another clusterID.
-	spec += `loadBalancer: {list: {seed: 20, otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
+	spec += `loadBalancer: {list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return conformanceFilesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }
