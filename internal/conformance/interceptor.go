@@ -6,11 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 // Fault is a failure the suite injects into one of a module's HTTP
@@ -358,11 +359,8 @@ func (i *Interceptor) send(req *http.Request) (*http.Response, error) {
 // retryAfter reads a Retry-After header, in seconds or as a date; one
 // second when it says nothing usable.
 func retryAfter(v string) time.Duration {
-	if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil && n >= 0 {
-		return max(time.Duration(n)*time.Second, 100*time.Millisecond)
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 100*time.Millisecond)
+	if d, ok := abi.ParseRetryAfter(v, time.Now()); ok {
+		return max(d, 100*time.Millisecond)
 	}
 	return time.Second
 }

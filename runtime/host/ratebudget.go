@@ -323,21 +323,10 @@ func readQuota(now time.Time, h http.Header) (refill time.Duration, reset time.T
 	return refill, reset, float64(remaining) < float64(limit)/10, true
 }
 
-// retryAfter reads a Retry-After header: delay-seconds or an HTTP date.
+// retryAfter reads a Retry-After header, capped at maxCloudDelay.
 func retryAfter(now time.Time, v string) (time.Duration, bool) {
-	if v == "" {
-		return 0, false
-	}
-	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if secs < 0 {
-			return 0, false
-		}
-		return time.Duration(min(secs, int64(maxCloudDelay/time.Second))) * time.Second, true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		return max(t.Sub(now), 0), true
-	}
-	return 0, false
+	d, ok := abi.ParseRetryAfter(v, now)
+	return min(d, maxCloudDelay), ok
 }
 
 func later(a, b time.Time) time.Time {

@@ -28,7 +28,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -309,18 +308,11 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 const maxRetryAfter = time.Hour
 
 // RetryAfterHeader parses a Retry-After value, delay-seconds or an HTTP
-// date, into a delay between one second and one hour.
+// date (abi.ParseRetryAfter), into a delay between one second and one
+// hour.
 func RetryAfterHeader(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	var d time.Duration
-	if n, err := strconv.ParseUint(v, 10, 32); err == nil {
-		d = time.Duration(n) * time.Second
-	} else if t, err := time.Parse("Mon, 02 Jan 2006 15:04:05 GMT", v); err == nil {
-		d = time.Until(t)
-	} else {
+	d, ok := abi.ParseRetryAfter(v, time.Now())
+	if !ok {
 		return 0, false
 	}
 	return min(max(d, time.Second), maxRetryAfter), true
