@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
@@ -34,7 +35,7 @@ type Authenticator struct {
 
 	onFailure func(credential string, err error)
 	mu        sync.Mutex
-	reported  map[string]time.Time
+	reported  *reportgate.Gate
 
 	// sent is what the credentials sent, looked for in every response.
 	sent *sentSecrets
@@ -59,7 +60,7 @@ func New(module string, cfg Config, allowed origin.Set, store *Store) (*Authenti
 		return nil, fmt.Errorf("credentials: %w", errors.Join(errs...))
 	}
 	a := &Authenticator{module: module, store: store, creds: map[string]*boundCredential{}, params: schemeParams(),
-		signer: v4.NewSigner(), now: time.Now, onFailure: cfg.OnAuthFailure, reported: map[string]time.Time{}, sent: newSentSecrets(module)}
+		signer: v4.NewSigner(), now: time.Now, onFailure: cfg.OnAuthFailure, reported: reportgate.New(authFailureInterval), sent: newSentSecrets(module)}
 	for _, c := range cfg.Auth {
 		origins, _ := origin.ParseSet(c.Origins)
 		_, s, _ := c.scheme()
@@ -264,15 +265,7 @@ const authFailureInterval = time.Minute
 // credential per authFailureInterval: a module retrying a broken
 // credential in every call must not flood the log or the Events.
 func (a *Authenticator) failed(name string, err error) {
-	a.mu.Lock()
-	last, ok := a.reported[name]
-	now := time.Now()
-	report := !ok || now.Sub(last) >= authFailureInterval
-	if report {
-		a.reported[name] = now
-	}
-	a.mu.Unlock()
-	if !report {
+	if !a.reported.Admit(name, time.Now()) {
 		return
 	}
 	klog.ErrorS(err, "applying a credential to a module's request", "module", a.module, "credential", name)

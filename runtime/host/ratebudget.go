@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
@@ -146,6 +147,8 @@ type RateBudget struct {
 	// already has.
 	buckets    map[string]*bucket
 	onThrottle func(Throttle)
+	// reported spaces the reports of each origin's throttling.
+	reported *reportgate.Gate
 }
 
 // NewRateBudget makes the budget of limits, whose origins must be among
@@ -160,7 +163,7 @@ func NewRateBudget(limits []RateLimit, allowedOrigins []string, onThrottle func(
 	if err != nil {
 		return nil, err
 	}
-	r := &RateBudget{buckets: map[string]*bucket{}, onThrottle: onThrottle}
+	r := &RateBudget{buckets: map[string]*bucket{}, onThrottle: onThrottle, reported: reportgate.New(throttleReportInterval)}
 	var errs []error
 	for i, l := range limits {
 		b, err := newBucket(l, allowed)
@@ -199,7 +202,6 @@ type bucket struct {
 	pace      time.Duration
 	paceUntil time.Time
 	last      time.Time
-	reported  time.Time
 }
 
 func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
@@ -289,18 +291,6 @@ func (b *bucket) observe(now time.Time, status int, h http.Header) time.Duration
 	pause = min(pause, maxCloudDelay)
 	b.pausedUntil = later(b.pausedUntil, now.Add(pause))
 	return pause
-}
-
-// firstReport reports whether a throttle at now is the origin's first in
-// throttleReportInterval.
-func (b *bucket) firstReport(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.reported.IsZero() && now.Sub(b.reported) < throttleReportInterval {
-		return false
-	}
-	b.reported = now
-	return true
 }
 
 // readQuota reads RateLimit-Limit, -Remaining and -Reset. known says all
@@ -401,7 +391,7 @@ func (r *RateBudget) observe(o string, status int, h http.Header) {
 }
 
 func (r *RateBudget) report(b *bucket, now time.Time, by string, after time.Duration) {
-	if r.onThrottle != nil && b.firstReport(now) {
+	if r.onThrottle != nil && r.reported.Admit(b.label, now) {
 		r.onThrottle(Throttle{Origin: b.label, By: by, RetryAfter: after})
 	}
 }

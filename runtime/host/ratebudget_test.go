@@ -184,12 +184,19 @@ func TestRateBucketLowQuotaStopsBurst(t *testing.T) {
 }
 
 func TestThrottleReportsOncePerMinute(t *testing.T) {
-	b := testBucket(t, 1, 1)
+	var reports int
+	r, err := NewRateBudget([]RateLimit{{Origin: "https://api.example.com", PerSecond: 1}}, []string{"https://api.example.com"}, func(Throttle) { reports++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.buckets["https://api.example.com:443"]
 	for _, c := range []struct {
 		at   time.Duration
 		want bool
 	}{{0, true}, {30 * time.Second, false}, {59 * time.Second, false}, {60 * time.Second, true}, {61 * time.Second, false}} {
-		if got := b.firstReport(t0.Add(c.at)); got != c.want {
+		before := reports
+		r.report(b, t0.Add(c.at), ThrottledByHost, time.Second)
+		if got := reports > before; got != c.want {
 			t.Errorf("report at %v: %v, want %v", c.at, got, c.want)
 		}
 	}
