@@ -22,6 +22,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -125,7 +126,6 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 // refuse to start. configuredErr is a problem found before reading the
 // configured module (a failed pull).
 func start(ctx context.Context, cfg *Config, store *modulefile.Store, configuredErr error) (*Cloud, error) {
-	// A rollout, at start or by hot reload, runs two modules at once.
 	if err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
 		return nil, err
 	}
@@ -195,6 +195,31 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 		c.startRollout(configured, file)
 	}
 	return c, nil
+}
+
+// cgroupRoot is where the memory budget finds /proc and /sys; tests point
+// it at a fake tree.
+var cgroupRoot = "/"
+
+// applyMemoryBudget refuses a configuration whose modules could need more
+// memory than the container has, or lowers its pool size when
+// limits.fitPoolToMemory allows it (runtime/membudget). twoModules: a
+// rollout, at start or by hot reload, runs two modules at once.
+func applyMemoryBudget(cfg *Config, twoModules bool) error {
+	copies := 1
+	if twoModules {
+		copies = 2
+	}
+	l := cfg.Limits
+	wanted := membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
+	applied, err := membudget.Apply(wanted, l.FitPoolToMemory, cgroupRoot)
+	if err != nil {
+		return err
+	}
+	if applied.PoolSize != wanted.PoolSize {
+		cfg.Limits.PoolSize = applied.PoolSize
+	}
+	return nil
 }
 
 // neitherServes is the error of a start where no module can serve.

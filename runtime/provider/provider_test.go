@@ -27,6 +27,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
 
 func guest(t testing.TB, name string) []byte {
@@ -370,5 +371,20 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 				t.Fatalf("err = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestMemoryBudgetRefusesStart: the CCM's provider refuses to start, before
+// it reads the module, when its budget exceeds the cgroup's limit.
+func TestMemoryBudgetRefusesStart(t *testing.T) {
+	saved := cgroupRoot
+	cgroupRoot = membudgettest.Cgroups(t, map[string]string{"proc/self/cgroup": "0::/kubepods/pod1/ccm\n", "sys/fs/cgroup/memory.max": "268435456"})
+	t.Cleanup(func() { cgroupRoot = saved })
+	cfg := &Config{Module: ModuleConfig{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
+	_, err := New(context.Background(), cfg)
+	want := "memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, " +
+		"over the container's memory limit of 256 MiB"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v\nwant it to contain %q", err, want)
 	}
 }

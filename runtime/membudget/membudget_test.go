@@ -1,35 +1,12 @@
-package provider
+package membudget
 
 import (
-	"context"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
-
-// fakeCgroups lays out files under a temporary root as /proc and /sys show
-// them, and points cgroupRoot at it for the test.
-func fakeCgroups(t *testing.T, files map[string]string) {
-	t.Helper()
-	root := t.TempDir()
-	for name, content := range files {
-		path := filepath.Join(root, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	saved := cgroupRoot
-	cgroupRoot = root
-	t.Cleanup(func() { cgroupRoot = saved })
-}
 
 const (
 	v2Self = "0::/kubepods/pod1/ccm\n"
@@ -46,6 +23,13 @@ func recordGoMemoryLimit(t *testing.T) *int64 {
 	return &mib
 }
 
+// limits are the cloud-config's limits.poolSize, limits.memoryLimitMiB
+// and limits.fitPoolToMemory.
+type limits struct {
+	poolSize, memoryLimitMiB int
+	fit                      bool
+}
+
 // TestMemoryBudget: the budget is checked against the limit of the
 // process's own cgroup, v1 or v2, and a configuration that does not fit is
 // refused with the numbers and the fix, or fitted when asked to; one that
@@ -55,58 +39,54 @@ func TestMemoryBudget(t *testing.T) {
 	cases := []struct {
 		name        string
 		files       map[string]string
-		limits      LimitsConfig
-		reload      bool
+		limits      limits
+		copies      int
 		wantErr     string
 		wantPool    int
 		wantSoftMiB int64
 	}{
 		{"v2, fits", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "", 2, 256 - 2*64 - 8},
+			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "", 2, 256 - 2*64 - 8},
 		{"v2, fits with reload", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 32}, true, "", 2, 256 - 2*(2*32+8)},
+			limits{poolSize: 2, memoryLimitMiB: 32}, 2, "", 2, 256 - 2*(2*32+8)},
 		{"v2, defaults over the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{}, false,
+			limits{}, 1,
 			"memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, over the container's memory limit of 256 MiB", 0, 0},
 		{"v2, reload doubles the instances", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, true,
+			limits{poolSize: 2, memoryLimitMiB: 64}, 2,
 			"(limits.poolSize 2 x limits.memoryLimitMiB 64 + limits.sharedStateMiB 8) x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 372 MiB", 0, 0},
 		{"v2, a parent's limit is lower", map[string]string{"proc/self/cgroup": v2Self,
 			"sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max", "sys/fs/cgroup/kubepods/memory.max": mib(200)},
-			LimitsConfig{PoolSize: 2, MemoryLimitMiB: 64}, false, "raise the container's memory limit to at least 236Mi", 0, 0},
+			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "raise the container's memory limit to at least 236Mi", 0, 0},
 		{"v2 namespaced: the root is the container's", map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": mib(128)},
-			LimitsConfig{PoolSize: 1, MemoryLimitMiB: 64}, false, "over the container's memory limit of 128 MiB", 0, 0},
+			limits{poolSize: 1, memoryLimitMiB: 64}, 1, "over the container's memory limit of 128 MiB", 0, 0},
 		{"v2, no limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max"},
-			LimitsConfig{PoolSize: 256, MemoryLimitMiB: 4096}, false, "", 256, 0},
+			limits{poolSize: 256, memoryLimitMiB: 4096}, 1, "", 256, 0},
 		{"v1, over the limit", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/kubepods/pod1/ccm/memory.limit_in_bytes": mib(300)},
-			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "364 MiB, over the container's memory limit of 300 MiB", 0, 0},
+			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "364 MiB, over the container's memory limit of 300 MiB", 0, 0},
 		{"v1 in a container: path absent, mount root read", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": mib(400)},
-			LimitsConfig{PoolSize: 4, MemoryLimitMiB: 64}, false, "", 4, 400 - 4*64 - 8},
+			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "", 4, 400 - 4*64 - 8},
 		{"v1, unlimited", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
-			LimitsConfig{}, false, "", 0, 0},
+			limits{}, 1, "", 4, 0},
 		{"fitted to the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(400)},
-			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "", 4, 400 - 4*64 - 8},
+			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "", 4, 400 - 4*64 - 8},
 		{"fitting cannot go below one instance", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(150)},
-			LimitsConfig{PoolSize: 8, MemoryLimitMiB: 64, FitPoolToMemory: true}, false, "at least 620Mi", 0, 0},
-		{"no cgroup at all", map[string]string{}, LimitsConfig{}, false, "", 0, 0},
+			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "at least 620Mi", 0, 0},
+		{"no cgroup at all", map[string]string{}, limits{}, 1, "", 4, 0},
 		{"malformed limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": "lots"},
-			LimitsConfig{}, false, "reading the container's memory limit", 0, 0},
+			limits{}, 1, "reading the container's memory limit", 0, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			fakeCgroups(t, tc.files)
+			root := membudgettest.Cgroups(t, tc.files)
 			soft := recordGoMemoryLimit(t)
-			cfg := &Config{Limits: tc.limits}
-			if tc.reload {
-				cfg.Module.ReloadInterval = metav1.Duration{Duration: time.Second}
-			}
-			err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0)
+			b, err := Apply(New(tc.limits.poolSize, tc.limits.memoryLimitMiB, 0, tc.copies), tc.limits.fit, root)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if cfg.Limits.PoolSize != tc.wantPool {
-					t.Fatalf("poolSize = %d, want %d", cfg.Limits.PoolSize, tc.wantPool)
+				if b.PoolSize != tc.wantPool {
+					t.Fatalf("poolSize = %d, want %d", b.PoolSize, tc.wantPool)
 				}
 				if *soft != tc.wantSoftMiB {
 					t.Fatalf("Go soft memory limit %d MiB, want %d MiB (0: not set)", *soft, tc.wantSoftMiB)
@@ -125,10 +105,10 @@ func TestMemoryBudget(t *testing.T) {
 
 // TestGOMEMLIMITWins: an operator's GOMEMLIMIT is left alone.
 func TestGOMEMLIMITWins(t *testing.T) {
-	fakeCgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
+	root := membudgettest.Cgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
 	t.Setenv("GOMEMLIMIT", "150MiB")
 	soft := recordGoMemoryLimit(t)
-	if err := applyMemoryBudget(&Config{Limits: LimitsConfig{PoolSize: 1, MemoryLimitMiB: 32}}, false); err != nil {
+	if _, err := Apply(New(1, 32, 0, 1), false, root); err != nil {
 		t.Fatal(err)
 	}
 	if *soft != 0 {
@@ -136,17 +116,29 @@ func TestGOMEMLIMITWins(t *testing.T) {
 	}
 }
 
-// TestMemoryBudgetRefusesStart: the CCM's provider refuses to start, before
-// it reads the module, when its budget exceeds the cgroup's limit.
-func TestMemoryBudgetRefusesStart(t *testing.T) {
-	fakeCgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
-	cfg := &Config{Module: ModuleConfig{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
-	_, err := New(context.Background(), cfg)
-	want := "memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, " +
-		"over the container's memory limit of 256 MiB"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Fatalf("err = %v\nwant it to contain %q", err, want)
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestFit: the decision alone, on budgets whose limit is known.
+func TestFit(t *testing.T) {
+	cases := []struct {
+		name     string
+		budget   Budget
+		fitPool  bool
+		wantPool int
+		wantErr  bool
+	}{
+		{"fits", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 364}, false, 4, false},
+		{"one MiB short", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 363}, false, 4, true},
+		{"lowered to fit", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 363}, true, 3, false},
+		{"two copies lowered", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 2, LimitMiB: 400}, true, 2, false},
+		{"not even one instance", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 171}, true, 4, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := Fit(tc.budget, tc.fitPool)
+			if (err != nil) != tc.wantErr || got.PoolSize != tc.wantPool {
+				t.Fatalf("Fit = pool %d, %v; want pool %d, error %v", got.PoolSize, err, tc.wantPool, tc.wantErr)
+			}
+		})
 	}
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,4 +1,10 @@
-package provider
+// Package membudget holds the memory budget of a wasmccm manager: what its
+// module instances and its own heap may cost at most against the
+// container's memory limit. It reads that limit from the process's cgroup
+// (v1 or v2), decides whether a configuration fits, lowering the pool
+// size when asked to (Fit, a pure decision), and sets the Go runtime's
+// soft memory limit to the manager's share (Apply, the side effects).
+package membudget
 
 import (
 	"bufio"
@@ -29,22 +35,18 @@ import (
 // informers hold.
 const HostBaselineMiB = 100
 
-// Defaults of LimitsConfig, the same as runtime/host's.
+// Defaults of the cloud-config's limits, the same as runtime/host's.
 const (
 	defaultPoolSize       = 4
 	defaultMemoryLimitMiB = 128
 )
 
-// cgroupRoot is where /proc and /sys are found; tests point it at a fake
-// tree.
-var cgroupRoot = "/"
-
 // setGoMemoryLimit is debug.SetMemoryLimit; tests record the call instead.
 var setGoMemoryLimit = debug.SetMemoryLimit
 
-// MemoryBudget is what the configuration may cost at most against the
+// Budget is what the configuration may cost at most against the
 // container's memory limit.
-type MemoryBudget struct {
+type Budget struct {
 	PoolSize, MemoryLimitMiB int
 	// SharedStateMiB is each copy's shared state, at its bound.
 	SharedStateMiB int
@@ -58,25 +60,44 @@ type MemoryBudget struct {
 	LimitFile string
 }
 
+// New returns the budget of copies of a module with the cloud-config's
+// limits (limits.poolSize, limits.memoryLimitMiB, limits.sharedStateMiB),
+// zero ones taking runtime/host's defaults.
+func New(poolSize, memoryLimitMiB, sharedStateMiB, copies int) Budget {
+	return Budget{
+		PoolSize:       orDefault(poolSize, defaultPoolSize),
+		MemoryLimitMiB: orDefault(memoryLimitMiB, defaultMemoryLimitMiB),
+		SharedStateMiB: orDefault(sharedStateMiB, host.DefaultSharedStateBytes>>20),
+		Copies:         copies,
+	}
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
 // NeedMiB is the worst case: every instance of every copy at its cap, and
 // the manager itself.
-func (b MemoryBudget) NeedMiB() int {
+func (b Budget) NeedMiB() int {
 	return HostBaselineMiB + b.modulesMiB()
 }
 
 // HostShareMiB is what the limit leaves the manager once every instance
 // of every copy is at its cap.
-func (b MemoryBudget) HostShareMiB() int {
+func (b Budget) HostShareMiB() int {
 	return b.LimitMiB - b.modulesMiB()
 }
 
 // modulesMiB is every instance of every copy at its cap, and every copy's
 // shared state at its bound.
-func (b MemoryBudget) modulesMiB() int {
+func (b Budget) modulesMiB() int {
 	return b.Copies * (b.PoolSize*b.MemoryLimitMiB + b.SharedStateMiB)
 }
 
-func (b MemoryBudget) String() string {
+func (b Budget) String() string {
 	copies := ""
 	if b.Copies > 1 {
 		copies = fmt.Sprintf(" x %d (old and new module overlap during a reload)", b.Copies)
@@ -85,50 +106,52 @@ func (b MemoryBudget) String() string {
 		b.PoolSize, b.MemoryLimitMiB, b.SharedStateMiB, copies, HostBaselineMiB, b.NeedMiB())
 }
 
-// applyMemoryBudget refuses a configuration whose modules could need more
-// memory than the container has, since reaching the limit gets the whole
-// manager OOM-killed, every controller with it. With
-// limits.fitPoolToMemory it lowers the pool size instead, down to one
-// instance. A configuration that fits sets the Go runtime's soft memory
-// limit to the manager's share (see limitGoMemory).
-func applyMemoryBudget(cfg *Config, twoModules bool) error {
-	b := MemoryBudget{PoolSize: cfg.Limits.PoolSize, MemoryLimitMiB: int(cfg.Limits.MemoryLimitMiB),
-		SharedStateMiB: int(cfg.Limits.SharedStateMiB), Copies: 1}
-	if b.SharedStateMiB == 0 {
-		b.SharedStateMiB = host.DefaultSharedStateBytes >> 20
+// Fit decides whether b fits its LimitMiB, which must be set: it returns
+// b when it does, b with the pool lowered to what fits when fitPool
+// allows it (down to one instance), and otherwise an error with the
+// numbers and the fixes.
+func Fit(b Budget, fitPool bool) (Budget, error) {
+	if b.NeedMiB() <= b.LimitMiB {
+		return b, nil
 	}
-	if b.PoolSize == 0 {
-		b.PoolSize = defaultPoolSize
+	fit := ((b.LimitMiB-HostBaselineMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
+	if !fitPool || fit < 1 {
+		return b, fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
+			"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
+			"or set limits.fitPoolToMemory to lower the pool size to what fits",
+			b, b.LimitMiB, b.LimitFile, b.NeedMiB())
 	}
-	if b.MemoryLimitMiB == 0 {
-		b.MemoryLimitMiB = defaultMemoryLimitMiB
-	}
-	if twoModules {
-		b.Copies = 2
-	}
+	b.PoolSize = fit
+	return b, nil
+}
+
+// Apply checks b against the memory limit of the process's cgroup, read
+// under cgroupRoot (where /proc and /sys are; "/" but in tests), and
+// returns the budget to run with: b, or b with a lower pool size (Fit). A
+// configuration that does not fit is refused, since reaching the limit
+// gets the whole manager OOM-killed, every controller with it. One that
+// fits sets the Go runtime's soft memory limit to the manager's share (see
+// limitGoMemory). Without a limit nothing is checked.
+func Apply(b Budget, fitPool bool, cgroupRoot string) (Budget, error) {
 	limit, file, err := cgroupMemoryLimit(cgroupRoot)
 	if err != nil {
-		return fmt.Errorf("memory budget: reading the container's memory limit: %w", err)
+		return b, fmt.Errorf("memory budget: reading the container's memory limit: %w", err)
 	}
 	if limit == 0 {
 		klog.V(2).InfoS("no container memory limit found; the memory budget is not checked", "budget", b.String())
-		return nil
+		return b, nil
 	}
 	b.LimitMiB, b.LimitFile = int(min(limit>>20, 1<<40)), file
-	if b.NeedMiB() > b.LimitMiB {
-		fit := ((b.LimitMiB-HostBaselineMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
-		if !cfg.Limits.FitPoolToMemory || fit < 1 {
-			return fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
-				"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
-				"or set limits.fitPoolToMemory to lower the pool size to what fits",
-				b, b.LimitMiB, b.LimitFile, b.NeedMiB())
-		}
-		klog.InfoS("lowering the module pool size to fit the container's memory limit",
-			"from", b.PoolSize, "to", fit, "limitMiB", b.LimitMiB, "memoryLimitMiB", b.MemoryLimitMiB)
-		cfg.Limits.PoolSize, b.PoolSize = fit, fit
+	fitted, err := Fit(b, fitPool)
+	if err != nil {
+		return b, err
 	}
-	limitGoMemory(b)
-	return nil
+	if fitted.PoolSize != b.PoolSize {
+		klog.InfoS("lowering the module pool size to fit the container's memory limit",
+			"from", b.PoolSize, "to", fitted.PoolSize, "limitMiB", b.LimitMiB, "memoryLimitMiB", b.MemoryLimitMiB)
+	}
+	limitGoMemory(fitted)
+	return fitted, nil
 }
 
 // limitGoMemory sets the Go runtime's soft memory limit to the manager's
@@ -137,7 +160,7 @@ func applyMemoryBudget(cfg *Config, twoModules bool) error {
 // letting garbage grow it into the instances' part, where the kernel would
 // OOM-kill the manager. Guest memory is mapped outside the Go runtime, so
 // the soft limit does not count it and the share excludes it.
-func limitGoMemory(b MemoryBudget) {
+func limitGoMemory(b Budget) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		klog.V(2).InfoS("GOMEMLIMIT is set; the Go soft memory limit is left as it says")
 		return
