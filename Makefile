@@ -68,7 +68,7 @@ fuzz: ## Short runs of every fuzz target.
 	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(FUZZTIME)
 	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(FUZZTIME)
-	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./runtime/deletion -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(FUZZTIME)
 	$(GO) test ./modules/aws -run '^$$' -fuzz '^FuzzParseXML$$' -fuzztime $(FUZZTIME)
 

@@ -20,6 +20,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/deletion"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
@@ -94,10 +95,10 @@ type Cloud struct {
 	events                 *moduleEvents
 	// auth reports the credentials the host cannot apply; set by New.
 	auth *authEvents
-	// budget bounds Node deletions (deletionbudget.go); nil when disabled.
-	budget *deletionBudget
-	// control is the verdict of the last control probe (corroborate.go).
-	control controlProbe
+	// budget bounds Node deletions (runtime/deletion); nil when disabled.
+	budget *deletion.Budget
+	// control is the verdict of the last control probe (runtime/deletion).
+	control deletion.ControlProbe
 	nodes   atomic.Pointer[nodeCache]
 }
 
@@ -233,7 +234,7 @@ func neitherServes(configuredErr, recordErr error) error {
 // newBareCloud returns a Cloud with no module yet.
 func newBareCloud(cfg *Config) *Cloud {
 	c := &Cloud{cfg: cfg, events: &moduleEvents{}}
-	c.budget = newDeletionBudget(cfg.Safety.MaxNodeDeletions, c.nodeCount)
+	c.budget = deletion.NewBudget(cfg.Safety.MaxNodeDeletions)
 	return c
 }
 

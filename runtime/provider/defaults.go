@@ -5,6 +5,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/wasmccm/wasmccm/runtime/deletion"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -17,7 +18,6 @@ import (
 // its doc comment says how it is set.
 func Defaults() Config {
 	h := host.Defaults()
-	count, percent, corroborated := defaultDeletionCount, defaultDeletionPercent, defaultCorroboratedPercent
 	return Config{
 		ClusterName: sweep.DefaultClusterName,
 		Module: ModuleConfig{
@@ -45,12 +45,7 @@ func Defaults() Config {
 			Timeout:          duration(h.HTTP.Timeout),
 			MaxResponseBytes: h.HTTP.MaxResponseBytes,
 		},
-		Safety: SafetyConfig{MaxNodeDeletions: DeletionBudgetConfig{
-			Count:        &count,
-			Percent:      &percent,
-			Window:       duration(defaultDeletionWindow),
-			Corroborated: CorroborationConfig{Percent: &corroborated},
-		}},
+		Safety: SafetyConfig{MaxNodeDeletions: deletion.DefaultBudgetConfig()},
 		OrphanSweep: sweep.Config{
 			Period:              duration(sweep.DefaultPeriod),
 			MaxDeletionsPerHour: sweep.DefaultMaxDeletionsPerHour,

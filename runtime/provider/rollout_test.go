@@ -21,6 +21,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/deletion"
 )
 
 // The rollout tests run the first-party simcloud module against an
@@ -249,7 +250,7 @@ func TestRollbackOnTraps(t *testing.T) {
 // often they are asked, and every other answer becomes an error.
 func TestDeletionBudgetOverModule(t *testing.T) {
 	e := newRolloutEnv(t, 5, RolloutConfig{Shadow: ShadowConfig{Disabled: true}})
-	e.c.budget = newDeletionBudget(DeletionBudgetConfig{Count: intp(2), Percent: intp(0)}, e.c.nodeCount)
+	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(2), Percent: intp(0)})
 	e.replace(t, "allgone")
 	i, _ := e.c.InstancesV2()
 	gone := map[string]bool{}

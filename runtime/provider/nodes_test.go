@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,9 +11,87 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/deletion"
 )
+
+func intp(v int) *int { return &v }
+
+func TestParseSafetyAndRolloutConfig(t *testing.T) {
+	cases := []struct{ name, yaml, wantErr string }{
+		{"full", `module:
+  path: x
+  rollout:
+    shadow: {duration: 1m, calls: 10, concurrency: 2}
+    rollback: {window: 10m, minCalls: 5, failurePercent: 50}
+safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m, corroborated: {percent: 20}}}
+`, ""},
+		{"disabled", "module: {path: x, rollout: {shadow: {disabled: true}, rollback: {disabled: true}}}\nsafety: {maxNodeDeletions: {disabled: true}}\n", ""},
+		{"percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {percent: 101}}\n", "outside 0..100"},
+		{"corroborated percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {corroborated: {percent: 150}}}\n", "corroborated.percent 150 is outside"},
+		{"negative count", "module: {path: x}\nsafety: {maxNodeDeletions: {count: -1}}\n", "is negative"},
+		{"typo", "module: {path: x}\nsafety: {maxNodeDeletion: {count: 1}}\n", `unknown field "maxNodeDeletion"`},
+		{"bad failure percent", "module: {path: x, rollout: {rollback: {failurePercent: 200}}}\n", "failurePercent"},
+		{"negative shadow", "module: {path: x, rollout: {shadow: {duration: -1s}}}\n", "must not be negative"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseConfig(strings.NewReader(tc.yaml))
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("err = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestDeletionBudgetGuardsEveryPath: both "gone" answers of the test
+// provider, by InstancesV2 and by the legacy provider ID call, pass a
+// budget of one Node and are deferred by a budget of zero; other answers
+// are untouched.
+func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		count     int
+		wantGone  bool
+		wantError bool
+	}{{1, true, false}, {0, false, true}} {
+		t.Run(fmt.Sprint("count=", tc.count), func(t *testing.T) {
+			c := newCloud(t, guest(t, "testprovider"), func(cfg *Config) {
+				cfg.Safety.MaxNodeDeletions = DeletionBudgetConfig{Count: intp(tc.count), Percent: intp(0)}
+			})
+			v2, _ := c.InstancesV2()
+			legacy, _ := c.Instances()
+			answers := map[string]func() (bool, error){
+				"InstanceExists":             func() (bool, error) { return v2.InstanceExists(ctx, node("missing")) },
+				"InstanceExistsByProviderID": func() (bool, error) { return legacy.InstanceExistsByProviderID(ctx, "test://missing") },
+				// The legacy path: InstanceNotFound is what deletes the Node.
+				"InstanceID": func() (bool, error) {
+					_, err := legacy.InstanceID(ctx, "missing")
+					if errors.Is(err, cloudprovider.InstanceNotFound) {
+						return false, nil
+					}
+					return err == nil, err
+				},
+			}
+			for name, answer := range answers {
+				// The same Node twice: one unit of the budget, not two.
+				for range 2 {
+					exists, err := answer()
+					if exists || tc.wantGone != (err == nil) || tc.wantError != errors.Is(err, deletion.ErrDeferred) {
+						t.Fatalf("%s = %v, %v", name, exists, err)
+					}
+				}
+				// The budget of one is taken by the first path's Node.
+				c.budget = deletion.NewBudget(c.cfg.Safety.MaxNodeDeletions)
+			}
+			if exists, err := v2.InstanceExists(ctx, node("present")); !exists || err != nil {
+				t.Fatalf("present Node: %v, %v", exists, err)
+			}
+		})
+	}
+}
 
 // markReady gives names a Ready condition and waits for the Node cache to
 // see it.
@@ -32,7 +111,7 @@ func (e *rolloutEnv) markReady(t *testing.T, names []string) {
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		ready := 0
 		for _, n := range e.c.listNodes() {
-			if isReadyAndInitialized(n) {
+			if deletion.ReadyAndInitialized(n) {
 				ready++
 			}
 		}
@@ -83,7 +162,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newRolloutEnv(t, nodes, tc.rollout)
-			e.c.budget = newDeletionBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration}, e.c.nodeCount)
+			e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
 			if !tc.noReady {
 				var ready []string
 				for _, n := range e.nodes[tc.down:] {
@@ -107,7 +186,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 					switch {
 					case err == nil && !exists:
 						gone[n.Name] = true
-					case errors.Is(err, errDeletionDeferred):
+					case errors.Is(err, deletion.ErrDeferred):
 						if !strings.Contains(err.Error(), tc.wantWhy) || tc.wantWhy == "" {
 							t.Errorf("InstanceExists(%s): %v; want the reason to name %q", n.Name, err, tc.wantWhy)
 						}
@@ -130,10 +209,10 @@ func TestCorroboratedDeletions(t *testing.T) {
 }
 
 // TestControlProbeIsCached: a scale-down of many Nodes probes the module
-// once per controlProbeTTL, not once per Node.
+// once per deletion.ProbeTTL, not once per Node.
 func TestControlProbeIsCached(t *testing.T) {
 	e := newRolloutEnv(t, 20, RolloutConfig{})
-	e.c.budget = newDeletionBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0)}, e.c.nodeCount)
+	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0)})
 	var ready []string
 	for _, n := range e.nodes[8:] {
 		ready = append(ready, n.Name)
@@ -154,17 +233,14 @@ func TestControlProbeIsCached(t *testing.T) {
 			t.Fatalf("InstanceExists(%s) = %v, %v", n.Name, exists, err)
 		}
 	}
-	// One module call per answer, plus controlProbeNodes for the one probe
+	// One module call per answer, plus deletion.ProbeNodes for the one probe
 	// (a probe per answer would make 8 × 3 more). Cloud requests: at most
 	// as many, fewer where the module answers from its shared listing.
-	if got, want := counting.calls.Load(), int64(8+controlProbeNodes); got != want {
+	if got, want := counting.calls.Load(), int64(8+deletion.ProbeNodes); got != want {
 		t.Fatalf("%d module calls for 8 answers, want %d", got, want)
 	}
-	if got, most := requests(e)-before, 8+controlProbeNodes; got > most {
+	if got, most := requests(e)-before, 8+deletion.ProbeNodes; got > most {
 		t.Fatalf("%d cloud requests for 8 answers, want at most %d", got, most)
-	}
-	if e.c.control.failed != "" {
-		t.Fatalf("probe failed: %s", e.c.control.failed)
 	}
 }
 

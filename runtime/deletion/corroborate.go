@@ -1,7 +1,6 @@
-package provider
+package deletion
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
@@ -27,7 +26,7 @@ import (
 //     Ready Nodes (which the controllers never ask about), answers that
 //     their instances exist. A module or an API that answers "gone" for
 //     everything fails it; so does one that cannot answer at all. The
-//     verdict is kept for controlProbeTTL, so a scale-down costs a few
+//     verdict is kept for ProbeTTL, so a scale-down costs a few
 //     cloud calls, not three per Node.
 //  2. A second opinion, while a promoted module is on probation: the
 //     previous module, still loaded for the rollback window, answers that
@@ -42,11 +41,13 @@ import (
 // (default half), beyond which the plain budget applies again.
 
 // Defaults of safety.maxNodeDeletions.corroborated.
+const defaultCorroboratedPercent = 50
+
+// ProbeNodes Ready Nodes are asked about per control probe; its verdict is
+// kept for ProbeTTL.
 const (
-	defaultCorroboratedPercent = 50
-	// controlProbeNodes Ready Nodes are asked about per probe.
-	controlProbeNodes = 3
-	controlProbeTTL   = 30 * time.Second
+	ProbeNodes = 3
+	ProbeTTL   = 30 * time.Second
 )
 
 // CorroborationConfig is safety.maxNodeDeletions.corroborated: "gone"
@@ -66,14 +67,14 @@ var deletionsCorroborated = metrics.NewCounter(&metrics.CounterOpts{
 
 func init() { legacyregistry.MustRegister(deletionsCorroborated) }
 
-// controlProbe caches the last verdict on the module in service.
-type controlProbe struct {
+// ControlProbe caches the last verdict on the module in service; its zero
+// value has none.
+type ControlProbe struct {
 	mu sync.Mutex
-	// backend is the module the verdict is about (as the Cloud holds it,
-	// so that comparing never depends on the Backend's type); a new module
-	// is probed afresh.
-	backend *Backend
-	at      time.Time
+	// module is the module the verdict is about, as the caller identifies
+	// it; a new module is probed afresh.
+	module any
+	at     time.Time
 	// failed says why the last probe failed, empty when it passed.
 	failed string
 	// next rotates the Nodes probed, so that one odd Node does not decide
@@ -81,65 +82,64 @@ type controlProbe struct {
 	next int
 }
 
-// corroborate looks for evidence that a "gone" answer about node is not
-// one of the answers the budget guards against, and returns why it found
-// none, or "" when the answer is corroborated.
-func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
-	if node.node == nil {
-		return "the Node is not in the Node cache"
-	}
-	if r := c.rollout.Load(); r != nil && r.phase == phaseProbation {
-		export, in, out := c.existenceQuestion(node.node)
-		err := r.other.Call(ctx, export, in, out)
-		if !gone(export, answer{out, err}) {
-			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", r.otherFile.Digest)
-		}
-	}
-	return c.probeControl(ctx, node.name)
-}
+// Ask asks the module in service the question the lifecycle controller
+// would ask about node, and reports whether the answer is "gone".
+type Ask func(node *v1.Node) (gone bool, err error)
 
-// probeControl asks the module in service about up to controlProbeNodes
-// Ready Nodes, other than the one in question, unless a verdict on the
-// same module is fresh.
-func (c *Cloud) probeControl(ctx context.Context, asked string) string {
-	p := &c.control
+// Verdict returns why module fails the control probe, or "" when it
+// passes: asked about up to ProbeNodes Ready Nodes of nodes other than
+// the one in question (asked), it must answer that their instances exist.
+// A verdict on the same module younger than ProbeTTL is returned as it
+// is; one probe runs at a time, so concurrent answers share it.
+func (p *ControlProbe) Verdict(module any, nodes []*v1.Node, asked string, ask Ask) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	backend := c.backend.Load()
-	if p.backend == backend && time.Since(p.at) < controlProbeTTL {
+	if p.module == module && time.Since(p.at) < ProbeTTL {
 		return p.failed
 	}
-	var ready []*v1.Node
-	for _, n := range c.listNodes() {
-		if n.Name != asked && isReadyAndInitialized(n) {
-			ready = append(ready, n)
-		}
-	}
-	p.failed = ""
-	if len(ready) == 0 {
-		p.failed = "there is no Ready Node to check the module's answers against"
-	}
-	for i := range min(len(ready), controlProbeNodes) {
-		n := ready[(p.next+i)%len(ready)]
-		export, in, out := c.existenceQuestion(n)
-		err := (*backend).Call(ctx, export, in, out)
-		if err != nil {
-			p.failed = fmt.Sprintf("the module could not answer whether Ready Node %s's instance exists: %v", n.Name, err)
-			break
-		}
-		if gone(export, answer{out, nil}) {
-			p.failed = fmt.Sprintf("the module answers that Ready Node %s's instance is gone too", n.Name)
-			break
-		}
-	}
+	p.failed = probe(probeTargets(nodes, asked, p.next), ask)
 	p.next++
-	p.backend, p.at = backend, time.Now()
+	p.module, p.at = module, time.Now()
 	return p.failed
 }
 
-// isReadyAndInitialized reports a Node the controllers consider healthy
+// probeTargets picks the Nodes a probe asks about: up to ProbeNodes Ready
+// and initialized Nodes other than asked, starting at the next-th.
+func probeTargets(nodes []*v1.Node, asked string, next int) []*v1.Node {
+	var ready []*v1.Node
+	for _, n := range nodes {
+		if n.Name != asked && ReadyAndInitialized(n) {
+			ready = append(ready, n)
+		}
+	}
+	targets := make([]*v1.Node, 0, ProbeNodes)
+	for i := range min(len(ready), ProbeNodes) {
+		targets = append(targets, ready[(next+i)%len(ready)])
+	}
+	return targets
+}
+
+// probe asks about targets in turn and returns why the first answer that
+// is not "present" fails the probe, "" when every one is.
+func probe(targets []*v1.Node, ask Ask) string {
+	if len(targets) == 0 {
+		return "there is no Ready Node to check the module's answers against"
+	}
+	for _, n := range targets {
+		gone, err := ask(n)
+		if err != nil {
+			return fmt.Sprintf("the module could not answer whether Ready Node %s's instance exists: %v", n.Name, err)
+		}
+		if gone {
+			return fmt.Sprintf("the module answers that Ready Node %s's instance is gone too", n.Name)
+		}
+	}
+	return ""
+}
+
+// ReadyAndInitialized reports a Node the controllers consider healthy
 // and the cloud provider has initialized.
-func isReadyAndInitialized(n *v1.Node) bool {
+func ReadyAndInitialized(n *v1.Node) bool {
 	if n.DeletionTimestamp != nil {
 		return false
 	}

@@ -1,0 +1,120 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/wasmccm/wasmccm/runtime/events"
+)
+
+// nodeRef names the Node an answer is about. node is nil, and uid empty,
+// when the answer came by name or provider ID and the Node cache did not
+// know it.
+type nodeRef struct {
+	name string
+	uid  types.UID
+	node *v1.Node
+}
+
+func refOf(n *v1.Node) nodeRef { return nodeRef{name: n.Name, uid: n.UID, node: n} }
+
+// admitDeletion passes a "gone" answer about node through the deletion
+// budget (runtime/deletion): nil lets it through, an error replaces it.
+// Past the budget, an answer the control probe and the previous module
+// corroborate is admitted up to the ceiling.
+func (c *Cloud) admitDeletion(ctx context.Context, node nodeRef) error {
+	if c.budget == nil {
+		return nil
+	}
+	event, err := c.budget.Guard(node.name, c.nodeCount, func() string { return c.corroborate(ctx, node) })
+	if event != "" {
+		c.events.emitNode(node, events.NodeDeletionDeferred, event)
+		c.events.emit(events.NodeDeletionDeferred, event)
+	}
+	return err
+}
+
+// corroborate looks for evidence that a "gone" answer about node is not
+// one of the answers the budget guards against, and returns why it found
+// none, or "" when the answer is corroborated: during a probation the
+// previous module must answer "gone" too, and the module in service must
+// pass the control probe.
+func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
+	if node.node == nil {
+		return "the Node is not in the Node cache"
+	}
+	if r := c.rollout.Load(); r != nil && r.phase == phaseProbation {
+		export, in, out := c.existenceQuestion(node.node)
+		err := r.other.Call(ctx, export, in, out)
+		if !gone(export, answer{out, err}) {
+			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", r.otherFile.Digest)
+		}
+	}
+	backend := c.backend.Load()
+	return c.control.Verdict(backend, c.listNodes(), node.name, func(n *v1.Node) (bool, error) {
+		export, in, out := c.existenceQuestion(n)
+		if err := (*backend).Call(ctx, export, in, out); err != nil {
+			return false, err
+		}
+		return gone(export, answer{out, nil}), nil
+	})
+}
+
+// nodeCache is the Node informer the controllers share. Until it has
+// synced the Node count reads as 0, so only the budget's absolute count
+// applies: never more than configured, and the percentage starts to count
+// once the cache is complete.
+type nodeCache struct {
+	lister corelisters.NodeLister
+	synced cache.InformerSynced
+}
+
+// SetInformers implements cloudprovider.InformerUser: the budget's
+// percentage needs the Node count, and answers by provider ID need the
+// Node's name.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	informer := factory.Core().V1().Nodes()
+	c.nodes.Store(&nodeCache{lister: informer.Lister(), synced: informer.Informer().HasSynced})
+}
+
+// listNodes returns the cached Nodes, or nil before the cache synced.
+func (c *Cloud) listNodes() []*v1.Node {
+	nc := c.nodes.Load()
+	if nc == nil || !nc.synced() {
+		return nil
+	}
+	nodes, err := nc.lister.List(labels.Everything())
+	if err != nil {
+		return nil
+	}
+	return nodes
+}
+
+func (c *Cloud) nodeCount() int { return len(c.listNodes()) }
+
+// nodeByName and nodeByProviderID name the Node an answer is about, with
+// its UID when the cache has it, for Events.
+func (c *Cloud) nodeByName(name string) nodeRef {
+	if nc := c.nodes.Load(); nc != nil {
+		if n, err := nc.lister.Get(name); err == nil {
+			return refOf(n)
+		}
+	}
+	return nodeRef{name: name}
+}
+
+func (c *Cloud) nodeByProviderID(providerID string) nodeRef {
+	for _, n := range c.listNodes() {
+		if n.Spec.ProviderID == providerID {
+			return refOf(n)
+		}
+	}
+	return nodeRef{name: providerID}
+}
