@@ -79,14 +79,12 @@ type Cloud struct {
 	// rollout is the module change in progress, nil when there is none:
 	// the only thing the call path looks at beyond the backend.
 	rollout atomic.Pointer[rollout]
-	// served is the module in service, since servedSince; rejected the
-	// last file refused: its digest when refused for its behaviour
-	// (shadow, probation), what its checks read (modulefile.File.checked) when
-	// a check or the load failed. Only the reload goroutine touches them
-	// once the CCM runs.
+	// served is the module in service, since servedSince; refused the
+	// last file refused (reload.go). Only the reload goroutine touches
+	// them once the CCM runs.
 	served      modulefile.File
 	servedSince time.Time
-	rejected    string
+	refused     refusal
 	// lastKnownGood is the record (lastknowngood.go), nil without one;
 	// recorded is the digest it holds, recordFailed the digest whose
 	// recording failed last.
@@ -178,10 +176,7 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.Digest, recordErr))
 	case configuredErr != nil:
 		c.startServing(recorded, recordFile, "last_known_good", "configured_unusable", record)
-		c.rejected = file.Checked
-		if c.rejected == "" {
-			c.rejected = configuredErr.Error()
-		}
+		c.refused = checksFailed(file, configuredErr)
 		reloads.WithLabelValues("rejected").Inc()
 		c.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.Digest, record.RecordedAt, configuredErr))
 	case !slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities):

@@ -1,6 +1,9 @@
 package provider
 
-import "github.com/wasmccm/wasmccm/runtime/deletion"
+import (
+	"github.com/wasmccm/wasmccm/runtime/deletion"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
+)
 
 // SafetyConfig bounds what the module's answers can make the upstream
 // controllers do.
@@ -16,3 +19,13 @@ type (
 )
 
 func (c SafetyConfig) validate() error { return c.MaxNodeDeletions.Validate() }
+
+// RolloutConfig is module.rollout (runtime/lifecycle), ShadowConfig and
+// RollbackConfig its parts.
+type (
+	RolloutConfig  lifecycle.RolloutConfig
+	ShadowConfig   = lifecycle.ShadowConfig
+	RollbackConfig = lifecycle.RollbackConfig
+)
+
+func (c RolloutConfig) validate() error { return lifecycle.RolloutConfig(c).Validate() }

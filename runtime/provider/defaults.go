@@ -21,18 +21,7 @@ func Defaults() Config {
 	return Config{
 		ClusterName: sweep.DefaultClusterName,
 		Module: ModuleConfig{
-			Rollout: RolloutConfig{
-				Shadow: ShadowConfig{
-					Duration:    duration(defaultShadowDuration),
-					Calls:       defaultShadowCalls,
-					Concurrency: defaultShadowConcurrency,
-				},
-				Rollback: RollbackConfig{
-					Window:         duration(defaultRollbackWindow),
-					MinCalls:       defaultRollbackMinCalls,
-					FailurePercent: defaultRollbackFailPercent,
-				},
-			},
+			Rollout:       RolloutConfig{Shadow: ShadowConfig{}.WithDefaults(), Rollback: RollbackConfig{}.WithDefaults()},
 			LastKnownGood: LastKnownGoodConfig{Name: defaultLastKnownGoodName},
 		},
 		Limits: LimitsConfig{

@@ -75,7 +75,7 @@ func (c *Cloud) recordLastKnownGood(ctx context.Context) {
 	if c.lastKnownGood == nil || c.served.Digest == c.recorded || c.rollout.Load() != nil {
 		return
 	}
-	if rb := c.cfg.Module.Rollout.Rollback; !rb.Disabled && time.Since(c.servedSince) < orDefault(rb.Window.Duration, defaultRollbackWindow) {
+	if rb := c.cfg.Module.Rollout.Rollback.WithDefaults(); !rb.Disabled && time.Since(c.servedSince) < rb.Window.Duration {
 		return
 	}
 	source := c.cfg.Module.Path

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/wasmccm/wasmccm/runtime/events"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 )
 
 // nodeRef names the Node an answer is about. node is nil, and uid empty,
@@ -50,10 +51,10 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 	if node.node == nil {
 		return "the Node is not in the Node cache"
 	}
-	if r := c.rollout.Load(); r != nil && r.phase == phaseProbation {
+	if r := c.rollout.Load(); r != nil && r.phase == lifecycle.Probation {
 		export, in, out := c.existenceQuestion(node.node)
 		err := r.other.Call(ctx, export, in, out)
-		if !gone(export, answer{out, err}) {
+		if !lifecycle.Gone(export, lifecycle.Answer{Out: out, Err: err}) {
 			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", r.otherFile.Digest)
 		}
 	}
@@ -63,7 +64,7 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 		if err := (*backend).Call(ctx, export, in, out); err != nil {
 			return false, err
 		}
-		return gone(export, answer{out, nil}), nil
+		return lifecycle.Gone(export, lifecycle.Answer{Out: out}), nil
 	})
 }
 

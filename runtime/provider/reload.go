@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -70,15 +71,7 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 	if err == nil && (file.Digest == c.served.Digest || file.Digest == c.candidate()) {
 		return
 	}
-	// A rejected file is reported once, not at every poll: a file that
-	// failed a check under everything the check read (file.Checked), one
-	// rejected in shadow or probation under its digest, whatever its
-	// signature.
-	rejection := file.Checked
-	if rejection == "" && err != nil {
-		rejection = err.Error()
-	}
-	if rejection == c.rejected || (err == nil && file.Digest == c.rejected) {
+	if c.refused.covers(file, err) {
 		return
 	}
 	var mod Backend
@@ -86,7 +79,7 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 		mod, err = c.load(ctx, file)
 	}
 	if err != nil {
-		c.rejected = rejection
+		c.refused = checksFailed(file, err)
 		reloads.WithLabelValues("rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
 			"path", c.cfg.Module.Path, "rejectedSHA256", file.Digest, "currentSHA256", c.served.Digest)
@@ -94,13 +87,38 @@ func (c *Cloud) reloadIfChanged(ctx context.Context) {
 			"new module "+file.Digest+" rejected, "+c.served.Digest+" stays in service: "+err.Error())
 		return
 	}
-	c.rejected = ""
+	c.refused = refusal{}
 	c.startRollout(mod, file)
+}
+
+// refusal is the last module file refused, so that it is reported once,
+// not at every poll. At most one field is set: digest when the file was
+// refused for its behaviour (in shadow or probation), whatever its
+// signature; checks when a check or the load failed, under everything
+// the checks read (modulefile.File.Checked), so that a signature arriving
+// for the same file has it checked again.
+type refusal struct{ digest, checks string }
+
+// checksFailed is the refusal of file, whose checks or load failed with
+// err: what the checks read, or err when the file could not be read.
+func checksFailed(file modulefile.File, err error) refusal {
+	if file.Checked == "" {
+		return refusal{checks: err.Error()}
+	}
+	return refusal{checks: file.Checked}
+}
+
+// covers reports whether file, read with err, is the one refused.
+func (r refusal) covers(file modulefile.File, err error) bool {
+	if err == nil {
+		return file.Checked == r.checks || file.Digest == r.digest
+	}
+	return checksFailed(file, err) == r
 }
 
 // candidate is the digest of the module in shadow, if any.
 func (c *Cloud) candidate() string {
-	if r := c.rollout.Load(); r != nil && r.phase == phaseShadow {
+	if r := c.rollout.Load(); r != nil && r.phase == lifecycle.Shadow {
 		return r.file.Digest
 	}
 	return ""
@@ -128,4 +146,12 @@ func (c *Cloud) instantiate(ctx context.Context, file modulefile.File, shadow bo
 	cfg := c.auth.hostConfig(c.cfg)
 	cfg.HTTP.Shadow = shadow
 	return host.New(ctx, file.Wasm, cfg)
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }

@@ -48,7 +48,7 @@ func BenchmarkShadowCost(b *testing.B) {
 				for len(r.sem) > 0 {
 					time.Sleep(time.Millisecond)
 				}
-				dropped = statsOf(r).dropped
+				dropped = statsOf(r).Dropped
 			}
 			b.ReportMetric(float64(requests(e)-before)/float64(b.N), "cloud-requests/op")
 			b.ReportMetric(float64(dropped)/float64(b.N), "dropped/op")

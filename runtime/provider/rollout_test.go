@@ -22,6 +22,7 @@ import (
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 )
 
 // The rollout tests run the first-party simcloud module against an
@@ -145,7 +146,7 @@ func (e *rolloutEnv) existsAll(t *testing.T) {
 	}
 }
 
-func statsOf(r *rollout) comparisonStats {
+func statsOf(r *rollout) lifecycle.Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats
@@ -166,13 +167,13 @@ func TestShadowRejectsDestructiveCandidate(t *testing.T) {
 	shadow := e.c.rollout.Load()
 	e.poll(t, "rejection", func() bool { return e.c.rollout.Load() == nil })
 	seen := statsOf(shadow)
-	if e.c.served.Digest != e.digest || e.c.rejected != bad {
-		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.served.Digest, e.c.rejected)
+	if e.c.served.Digest != e.digest || e.c.refused.digest != bad {
+		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.c.served.Digest, e.c.refused)
 	}
-	if seen.byVerdict[verdictDestructive] == 0 || len(seen.first) == 0 || seen.first[0].export != "instance_exists" {
-		t.Fatalf("comparison %s, first %v: want destructive InstanceExists disagreements", seen, seen.first)
+	if seen.ByVerdict[lifecycle.Destructive] == 0 || len(seen.First) == 0 || seen.First[0].Export != "instance_exists" {
+		t.Fatalf("comparison %s, first %v: want destructive InstanceExists disagreements", seen, seen.First)
 	}
-	t.Logf("rejected after %s; first disagreement: %s", seen, seen.first[0])
+	t.Logf("rejected after %s; first disagreement: %s", seen, seen.First[0])
 	e.existsAll(t)
 	e.c.reloadIfChanged(context.Background())
 	if e.c.rollout.Load() != nil {
@@ -199,14 +200,14 @@ func TestShadowPromotesBenignChange(t *testing.T) {
 	shadow := e.c.rollout.Load()
 	e.poll(t, "promotion", func() bool { return e.c.served.Digest == next })
 	seen := statsOf(shadow)
-	if seen.byVerdict[verdictDestructive] != 0 || seen.byVerdict[verdictBenign] == 0 || seen.byVerdict[verdictAgree] == 0 {
+	if seen.ByVerdict[lifecycle.Destructive] != 0 || seen.ByVerdict[lifecycle.Benign] == 0 || seen.ByVerdict[lifecycle.Agree] == 0 {
 		t.Fatalf("comparison %s: want agreements and benign differences only", seen)
 	}
 	meta, err := i.InstanceMetadata(context.Background(), e.nodes[0])
 	if err != nil || meta.AdditionalLabels["simcloud.example/generation"] != "2" {
 		t.Fatalf("after promotion, InstanceMetadata = %+v, %v", meta, err)
 	}
-	if r := e.c.rollout.Load(); r == nil || r.phase != phaseProbation {
+	if r := e.c.rollout.Load(); r == nil || r.phase != lifecycle.Probation {
 		t.Fatal("the previous module must be kept for the rollback window")
 	}
 	t.Logf("promoted after %s", seen)
@@ -233,8 +234,8 @@ func TestRollbackOnTraps(t *testing.T) {
 		}
 	}
 	e.c.advanceRollout(context.Background())
-	if e.c.served.Digest != e.digest || e.c.rejected != bad || e.c.rollout.Load() != nil {
-		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.served.Digest, e.c.rejected, e.digest)
+	if e.c.served.Digest != e.digest || e.c.refused.digest != bad || e.c.rollout.Load() != nil {
+		t.Fatalf("loaded %q rejected %q: want a rollback to %q", e.c.served.Digest, e.c.refused, e.digest)
 	}
 	if ok, err := i.InstanceExists(context.Background(), marked); !ok || err != nil {
 		t.Fatalf("after rollback InstanceExists = %v, %v", ok, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -71,11 +72,11 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 	}
 	e.poll(t, "the end of the shadow period", func() bool { return e.c.rollout.Load() != shadow || shadow.waitReported })
 	seen := statsOf(shadow)
-	if e.c.candidate() != next || e.c.served.Digest != e.digest || e.c.rejected != "" {
+	if e.c.candidate() != next || e.c.served.Digest != e.digest || e.c.refused != (refusal{}) {
 		t.Fatalf("candidate %q, in service %q, rejected %q after %s; want the candidate still in shadow",
-			e.c.candidate(), e.c.served.Digest, e.c.rejected, seen)
+			e.c.candidate(), e.c.served.Digest, e.c.refused, seen)
 	}
-	if seen.compared() != 0 || seen.throttled == 0 {
+	if seen.Compared() != 0 || seen.Throttled == 0 {
 		t.Fatalf("comparison %s: want every call of the candidate left out as throttled", seen)
 	}
 	t.Logf("with burst 1: %s", seen)
@@ -87,7 +88,7 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 		e.existsAll(t)
 	}
 	e.poll(t, "promotion", func() bool { return e.c.served.Digest == next })
-	if seen := statsOf(shadow); seen.throttled != 0 || seen.byVerdict[verdictAgree] == 0 {
+	if seen := statsOf(shadow); seen.Throttled != 0 || seen.ByVerdict[lifecycle.Agree] == 0 {
 		t.Fatalf("comparison %s with room to spare: want agreements and nothing throttled", seen)
 	}
 }
@@ -110,14 +111,14 @@ func TestThrottledProbeIsNoEvidence(t *testing.T) {
 	e.c.startRollout(&throttledBackend{}, modulefile.File{Digest: "candidate"})
 	r := e.c.rollout.Load()
 	r.mu.Lock()
-	r.stats.byVerdict[verdictAgree] = 1
+	r.stats.ByVerdict[lifecycle.Agree] = 1
 	r.mu.Unlock()
 	e.poll(t, "the end of the probe", func() bool { return r.waitReported || e.c.rollout.Load() != r })
 	seen := statsOf(r)
 	if e.c.rollout.Load() != r || e.c.served.Digest != e.digest {
 		t.Fatalf("in service %q after %s: want the candidate still in shadow", e.c.served.Digest, seen)
 	}
-	if seen.throttled != len(e.nodes) {
+	if seen.Throttled != len(e.nodes) {
 		t.Fatalf("comparison %s: want the %d probe calls left out as throttled", seen, len(e.nodes))
 	}
 }

@@ -1,0 +1,95 @@
+package lifecycle
+
+import (
+	"errors"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults of module.rollout.
+const (
+	defaultShadowDuration      = 2 * time.Minute
+	defaultShadowCalls         = 20
+	defaultShadowConcurrency   = 4
+	defaultRollbackWindow      = 30 * time.Minute
+	defaultRollbackMinCalls    = 20
+	defaultRollbackFailPercent = 20
+)
+
+// RolloutConfig is module.rollout.
+type RolloutConfig struct {
+	Shadow   ShadowConfig   `json:"shadow,omitempty"`
+	Rollback RollbackConfig `json:"rollback,omitempty"`
+}
+
+// ShadowConfig is module.rollout.shadow. A candidate is promoted once it
+// has run in shadow for Duration (default 2m) and been compared on at
+// least Calls calls (default 20), with at most Concurrency (default 4)
+// shadow calls in flight; shadow calls beyond that are dropped and
+// counted, never queued. A shadow call in which the rate budget had no
+// spare room for one of the candidate's requests (host.ErrShadowThrottled)
+// is not compared either, only counted: with a budget the module in
+// service keeps full (a burst of 1), the candidate waits in shadow.
+// Disabled puts a new module in service at once, as plain hot reload does:
+// it is unsafe, since nothing then checks the new module's answers before
+// the controllers act on them (the deletion budget still applies).
+type ShadowConfig struct {
+	Disabled    bool            `json:"disabled,omitempty"`
+	Duration    metav1.Duration `json:"duration,omitempty"`
+	Calls       int             `json:"calls,omitempty"`
+	Concurrency int             `json:"concurrency,omitempty"`
+}
+
+// RollbackConfig is module.rollout.rollback. For Window (default 30m)
+// after a promotion the previous module stays compiled; if at least
+// MinCalls (default 20) calls reached the promoted module and
+// FailurePercent (default 20) percent or more of them failed without an
+// answer, the previous module is put back. Disabled drops the previous
+// module at promotion.
+type RollbackConfig struct {
+	Disabled       bool            `json:"disabled,omitempty"`
+	Window         metav1.Duration `json:"window,omitempty"`
+	MinCalls       int             `json:"minCalls,omitempty"`
+	FailurePercent int             `json:"failurePercent,omitempty"`
+}
+
+// Validate reports every value out of range, named by its cloud-config
+// path.
+func (c RolloutConfig) Validate() error {
+	var errs []error
+	if c.Shadow.Duration.Duration < 0 || c.Rollback.Window.Duration < 0 {
+		errs = append(errs, errors.New("module.rollout durations must not be negative"))
+	}
+	if c.Shadow.Calls < 0 || c.Shadow.Concurrency < 0 || c.Shadow.Concurrency > 64 {
+		errs = append(errs, errors.New("module.rollout.shadow: calls must not be negative and concurrency must be in 0..64"))
+	}
+	if c.Rollback.MinCalls < 0 || c.Rollback.FailurePercent < 0 || c.Rollback.FailurePercent > 100 {
+		errs = append(errs, errors.New("module.rollout.rollback: minCalls must not be negative and failurePercent must be in 0..100"))
+	}
+	return errors.Join(errs...)
+}
+
+// WithDefaults returns c with its unset values at their defaults.
+func (c ShadowConfig) WithDefaults() ShadowConfig {
+	c.Duration.Duration = orDefault(c.Duration.Duration, defaultShadowDuration)
+	c.Calls = orDefault(c.Calls, defaultShadowCalls)
+	c.Concurrency = orDefault(c.Concurrency, defaultShadowConcurrency)
+	return c
+}
+
+// WithDefaults returns c with its unset values at their defaults.
+func (c RollbackConfig) WithDefaults() RollbackConfig {
+	c.Window.Duration = orDefault(c.Window.Duration, defaultRollbackWindow)
+	c.MinCalls = orDefault(c.MinCalls, defaultRollbackMinCalls)
+	c.FailurePercent = orDefault(c.FailurePercent, defaultRollbackFailPercent)
+	return c
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
