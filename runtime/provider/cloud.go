@@ -23,6 +23,7 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/deletion"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
@@ -117,13 +118,12 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 	return start(ctx, cfg, nil, nil)
 }
 
-// start decides which module serves first. The configured module serves
-// when there is no last-known-good record (first install) or it is the
-// recorded one. Otherwise the recorded module serves and the configured
-// one is rolled out as a hot reload would be, or, when it cannot be read,
-// verified or loaded, rejected. Only when neither can serve does the CCM
-// refuse to start. configuredErr is a problem found before reading the
-// configured module (a failed pull).
+// start puts the first module in service, as lifecycle.DecideStart
+// decides: the configured one, or the last-known-good one while the
+// configured one is rolled out as a hot reload would be or, when it
+// cannot be read, verified or loaded, rejected. Only when neither can
+// serve does the CCM refuse to start. configuredErr is a problem found
+// before reading the configured module (a failed pull).
 func start(ctx context.Context, cfg *Config, store *modulefile.Store, configuredErr error) (*Cloud, error) {
 	if err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
 		return nil, err
@@ -154,38 +154,39 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 	if store != nil {
 		record, recordErr = store.Load(ctx)
 	}
-	if record == nil || (configuredErr == nil && record.Digest == file.Digest) {
-		if configuredErr != nil {
-			return nil, neitherServes(configuredErr, recordErr)
-		}
-		reason := "recorded"
-		if record == nil {
-			reason = "first_install"
-			c.noteFirstInstall(recordErr)
-		}
-		c.startServing(configured, file, "configured", reason, record)
-		return c, nil
+	facts := lifecycle.StartFacts{HasRecord: record != nil, ConfiguredUsable: configuredErr == nil}
+	facts.SameDigest = facts.HasRecord && facts.ConfiguredUsable && record.Digest == file.Digest
+	var recordFile modulefile.File
+	var recorded Backend
+	if lifecycle.NeedsRecorded(facts) {
+		recordFile, recorded, recordErr = c.loadRecorded(ctx, record)
+		facts.RecordedUsable = recordErr == nil
+		facts.SameCapabilities = facts.RecordedUsable && facts.ConfiguredUsable &&
+			slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities)
 	}
-
-	recordFile, recorded, recordErr := c.loadRecorded(ctx, record)
-	switch {
-	case recordErr != nil && configuredErr != nil:
+	reason, ok := lifecycle.DecideStart(facts)
+	if !ok {
 		return nil, neitherServes(configuredErr, recordErr)
-	case recordErr != nil:
-		c.startServing(configured, file, "configured", "last_known_good_unusable", record)
+	}
+	if reason.ServesConfigured() {
+		c.startServing(configured, file, reason, record)
+	} else {
+		c.startServing(recorded, recordFile, reason, record)
+	}
+	switch reason {
+	case lifecycle.FirstInstall:
+		c.noteFirstInstall(recordErr)
+	case lifecycle.LastKnownGoodUnusable:
 		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.Digest, recordErr))
-	case configuredErr != nil:
-		c.startServing(recorded, recordFile, "last_known_good", "configured_unusable", record)
+	case lifecycle.ConfiguredUnusable:
 		c.refused = checksFailed(file, configuredErr)
 		reloads.WithLabelValues("rejected").Inc()
 		c.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.Digest, record.RecordedAt, configuredErr))
-	case !slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities):
+	case lifecycle.CapabilitiesChanged:
 		recorded.Close(ctx)
-		c.startServing(configured, file, "configured", "capabilities_changed", record)
 		c.warnStart(fmt.Sprintf("module %s serves without a shadow period: its capabilities %v differ from the last-known-good's %v, and the controllers start with the configured ones",
 			file.Digest, configured.Info().Capabilities, recorded.Info().Capabilities))
-	default:
-		c.startServing(recorded, recordFile, "last_known_good", "shadowing", record)
+	case lifecycle.Shadowing:
 		klog.InfoS("the configured module differs from the last-known-good, which serves while the configured one is rolled out",
 			"configuredSHA256", file.Digest, "lastKnownGoodSHA256", record.Digest, "recordedAt", record.RecordedAt)
 		c.startRollout(configured, file)
@@ -244,15 +245,19 @@ func NewWithBackend(cfg *Config, b Backend) *Cloud {
 
 // startServing puts the first module in service; its capabilities decide
 // which controllers run.
-func (c *Cloud) startServing(b Backend, file modulefile.File, served, reason string, record *modulefile.Record) {
+func (c *Cloud) startServing(b Backend, file modulefile.File, reason lifecycle.StartReason, record *modulefile.Record) {
 	c.capabilities = b.Info()
 	c.backend.Store(&b)
 	c.serve(file)
 	if record != nil {
 		c.recorded = record.Digest
 	}
-	moduleStarts.WithLabelValues(served, reason).Inc()
-	klog.InfoS("provider module loaded", "path", c.cfg.Module.Path, "sha256", file.Digest, "served", served, "reason", reason,
+	served := "last_known_good"
+	if reason.ServesConfigured() {
+		served = "configured"
+	}
+	moduleStarts.WithLabelValues(served, reason.String()).Inc()
+	klog.InfoS("provider module loaded", "path", c.cfg.Module.Path, "sha256", file.Digest, "served", served, "reason", reason.String(),
 		"capabilities", c.capabilities.Capabilities)
 }
 
