@@ -35,7 +35,6 @@
 // one Node answered "gone" many times takes one unit, and a Node admitted
 // once stays admitted for the rest of its window (the controller will
 // delete it; denying the next answer would only make the deletion flap).
-
 package deletion
 
 import (
@@ -128,8 +127,6 @@ type Budget struct {
 	// (corroborate.go); 0 when corroboration is off.
 	corroboratedPercent int
 	window              time.Duration
-	// now is the clock of Guard; tests set it.
-	now func() time.Time
 
 	mu sync.Mutex
 	// admitted holds when each Node still in the window was admitted;
@@ -147,7 +144,7 @@ func NewBudget(cfg BudgetConfig) *Budget {
 	}
 	b := &Budget{
 		count: defaultDeletionCount, percent: defaultDeletionPercent, window: defaultDeletionWindow,
-		now: time.Now, admitted: map[string]time.Time{}, deferred: map[string]time.Time{},
+		admitted: map[string]time.Time{}, deferred: map[string]time.Time{},
 	}
 	if cfg.Count != nil {
 		b.count = *cfg.Count
@@ -267,17 +264,17 @@ var ErrDeferred = errors.New("node deletion deferred by wasmccm's deletion budge
 // and window, empty otherwise. nodeCount is the cluster's Node count, 0
 // until known.
 func (b *Budget) Guard(node string, nodeCount func() int, corroborate func() string) (event string, err error) {
-	d := b.Admit(node, nodeCount(), b.now())
+	d := b.Admit(node, nodeCount(), time.Now())
 	// why the answer is not corroborated, when it is not.
 	why := "corroboration is disabled or its ceiling reached"
 	if d.Corroborable {
 		if why = corroborate(); why == "" {
 			// Another answer may have reached the ceiling meanwhile.
-			if d = b.AdmitCorroborated(node, nodeCount(), b.now()); !d.Admitted {
+			if d = b.AdmitCorroborated(node, nodeCount(), time.Now()); !d.Admitted {
 				why = "the corroboration ceiling of " + strconv.Itoa(d.Ceiling) + " Nodes is reached"
 			}
 		} else {
-			d = b.Refuse(node, nodeCount(), b.now())
+			d = b.Refuse(node, nodeCount(), time.Now())
 		}
 	}
 	if d.Admitted {

@@ -2,6 +2,15 @@
 // wasmccm module: each method converts its Kubernetes arguments to ABI wire
 // types, calls the module through runtime/host, and maps the answer back,
 // errors included, to what the upstream controllers expect.
+//
+// It also parses the cloud-config (config.go), reports Events on the
+// CCM's Pod and Nodes (events.go, auth.go, ratelimit.go), gathers the
+// evidence the Node deletion policy asks for (nodes.go, deciding in
+// runtime/deletion), and carries out the module's lifecycle: loading at
+// start and on hot reload, shadow calls, promotion, rollback and the
+// last-known-good record (reload.go, rollout.go, lastknowngood.go,
+// image.go), whose decisions are runtime/lifecycle's. The memory budget
+// checked at start is runtime/membudget's.
 package provider
 
 import (
