@@ -48,6 +48,8 @@ import (
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
 )
 
 // Defaults of safety.maxNodeDeletions. One Node, or 1% of the cluster, per
@@ -129,12 +131,12 @@ type Budget struct {
 	window              time.Duration
 
 	mu sync.Mutex
-	// admitted holds when each Node still in the window was admitted;
-	// deferred when each Node refused was last reported, so that a Node
+	// admitted holds when each Node still in the window was admitted.
+	admitted map[string]time.Time
+	// deferred spaces the reports of each Node refused, so that a Node
 	// asked about every few seconds makes one Event per window, not one
 	// per answer.
-	admitted map[string]time.Time
-	deferred map[string]time.Time
+	deferred *reportgate.Gate
 }
 
 // NewBudget returns the budget cfg asks for, or nil when it is disabled.
@@ -144,7 +146,7 @@ func NewBudget(cfg BudgetConfig) *Budget {
 	}
 	b := &Budget{
 		count: defaultDeletionCount, percent: defaultDeletionPercent, window: defaultDeletionWindow,
-		admitted: map[string]time.Time{}, deferred: map[string]time.Time{},
+		admitted: map[string]time.Time{},
 	}
 	if cfg.Count != nil {
 		b.count = *cfg.Count
@@ -161,6 +163,7 @@ func NewBudget(cfg BudgetConfig) *Budget {
 			b.corroboratedPercent = *cfg.Corroborated.Percent
 		}
 	}
+	b.deferred = reportgate.New(b.window)
 	return b
 }
 
@@ -222,7 +225,7 @@ func (b *Budget) decide(node string, nodes int, now time.Time, corroborated bool
 		d.Admitted = true
 	case d.Used < d.Limit || corroborated && d.Used < d.Ceiling:
 		b.admitted[node] = now
-		delete(b.deferred, node)
+		b.deferred.Forget(node)
 		d.Admitted, d.Fresh, d.Used = true, true, d.Used+1
 	case !corroborated && d.Used < d.Ceiling:
 		d.Corroborable = true
@@ -244,12 +247,7 @@ func (b *Budget) Refuse(node string, nodes int, now time.Time) Decision {
 // reportLocked says whether a refusal of node is the first in its window,
 // which is reported; later ones are not.
 func (b *Budget) reportLocked(node string, now time.Time) bool {
-	last, seen := b.deferred[node]
-	report := !seen || now.Sub(last) >= b.window
-	if report {
-		b.deferred[node] = now
-	}
-	return report
+	return b.deferred.Admit(node, now)
 }
 
 // ErrDeferred is returned instead of an answer that would delete a Node

@@ -36,3 +36,10 @@ func (g *Gate) Admit(key string, now time.Time) bool {
 	g.last[key] = now
 	return true
 }
+
+// Forget drops key, whose condition ended: its next report is a first one.
+func (g *Gate) Forget(key string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.last, key)
+}

@@ -1,6 +1,7 @@
 package reportgate
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,8 +21,14 @@ func TestGate(t *testing.T) {
 		{"a", time.Minute + time.Second, false}, // counted from the last admitted
 		{"b", time.Minute, false},
 		{"b", 90 * time.Second, true},
+		{"forget b", 91 * time.Second, false},
+		{"b", 92 * time.Second, true}, // forgotten: a first report again
 	}
 	for i, s := range steps {
+		if key, ok := strings.CutPrefix(s.key, "forget "); ok {
+			g.Forget(key)
+			continue
+		}
 		if got := g.Admit(s.key, t0.Add(s.at)); got != s.admit {
 			t.Errorf("step %d: Admit(%q, +%v) = %v, want %v", i, s.key, s.at, got, s.admit)
 		}
