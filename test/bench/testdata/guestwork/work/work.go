@@ -31,12 +31,16 @@ const (
 	// ABIHTTPResponse decodes the HTTPResponse of http_do carrying the
 	// instance list.
 	ABIHTTPResponse
+	// Loop walks a linked list of LoopLength elements: one loop
+	// iteration each, to time what a loop iteration costs in a module
+	// (see BenchmarkGuest).
+	Loop
 	// Kinds is the number of kinds.
 	Kinds
 )
 
 // Names are the kinds' names, for benchmark names.
-var Names = [Kinds]string{"json-instance-list", "json-loadbalancer-50", "abi-node", "abi-lb-request-50", "abi-http-response"}
+var Names = [Kinds]string{"json-instance-list", "json-loadbalancer-50", "abi-node", "abi-lb-request-50", "abi-http-response", "loop-1000"}
 
 // The types modules/simcloud decodes.
 type instance struct {
@@ -184,9 +188,28 @@ func Run(kind, iters int) int {
 				return -1
 			}
 			n += len(resp.Body)
+		case Loop:
+			for e := loopList; e != nil; e = e.next {
+				n++
+			}
 		default:
 			return -1
 		}
 	}
 	return n
 }
+
+// LoopLength is the length of the list Loop walks.
+const LoopLength = 1000
+
+type element struct{ next *element }
+
+// loopList is a list rather than a counted loop, whose iterations the
+// compiler could unroll or fold away.
+var loopList = func() *element {
+	var head *element
+	for range LoopLength {
+		head = &element{next: head}
+	}
+	return head
+}()
