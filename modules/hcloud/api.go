@@ -20,12 +20,8 @@ type server struct {
 	Name      string `json:"name"`
 	Status    string `json:"status"`
 	PublicNet struct {
-		IPv4 *struct {
-			IP string `json:"ip"`
-		} `json:"ipv4"`
-		IPv6 *struct {
-			IP string `json:"ip"` // a /64 network
-		} `json:"ipv6"`
+		IPv4 *publicIP `json:"ipv4"`
+		IPv6 *publicIP `json:"ipv6"` // IP is a /64 network
 	} `json:"public_net"`
 	PrivateNet []privateNet `json:"private_net"`
 	ServerType struct {
@@ -34,6 +30,10 @@ type server struct {
 	Location struct {
 		Name string `json:"name"`
 	} `json:"location"`
+}
+
+type publicIP struct {
+	IP string `json:"ip"`
 }
 
 type privateNet struct {

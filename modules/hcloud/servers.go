@@ -2,12 +2,12 @@ package hcloud
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
@@ -62,11 +62,7 @@ func (p *Provider) listServers(ctx context.Context, page int) (*cache.Page, erro
 	var gateways strings.Builder
 	for i := range servers {
 		s := &servers[i]
-		raw, err := json.Marshal(s)
-		if err != nil {
-			return nil, errors.New("hcloud: listing servers: encoding server " + strconv.FormatInt(s.ID, 10) + ": " + err.Error())
-		}
-		pg.Items = append(pg.Items, cache.Item{ID: strconv.FormatInt(s.ID, 10), Name: s.Name, Value: raw})
+		pg.Items = append(pg.Items, cache.Item{ID: strconv.FormatInt(s.ID, 10), Name: s.Name, Value: appendServer(nil, s)})
 		for _, pn := range s.PrivateNet {
 			if networkID != 0 && pn.Network == networkID {
 				gateways.WriteString(pn.IP + " " + s.Name + "\n")
@@ -79,9 +75,52 @@ func (p *Provider) listServers(ctx context.Context, page int) (*cache.Page, erro
 	return pg, nil
 }
 
+// Snapshot entries are in the ABI's binary encoding rather than JSON:
+// every lookup decodes one, and in a module each loop iteration costs a
+// trip out of the guest's code (the host's deadline check), which a
+// length-prefixed encoding, copied rather than scanned, mostly avoids;
+// encoding/json's reflection costs more still.
+
+// appendServer encodes s for the snapshot.
+func appendServer(b []byte, s *server) []byte {
+	e := abi.NewEncoder(b)
+	e.Int(s.ID)
+	e.String(s.Name)
+	e.String(s.Status)
+	for _, ip := range [...]*publicIP{s.PublicNet.IPv4, s.PublicNet.IPv6} {
+		e.Bool(ip != nil)
+		if ip != nil {
+			e.String(ip.IP)
+		}
+	}
+	e.Uint(uint64(len(s.PrivateNet)))
+	for _, pn := range s.PrivateNet {
+		e.Int(pn.Network)
+		e.String(pn.IP)
+	}
+	e.String(s.ServerType.Name)
+	e.String(s.Location.Name)
+	return e.Bytes()
+}
+
+// decodeServer reads what appendServer wrote.
 func decodeServer(raw []byte) (*server, error) {
-	s := new(server)
-	if err := json.Unmarshal(raw, s); err != nil {
+	d := abi.NewDecoder(raw)
+	s := &server{ID: d.Int(), Name: d.String(), Status: d.String()}
+	for _, ip := range [...]**publicIP{&s.PublicNet.IPv4, &s.PublicNet.IPv6} {
+		if d.Bool() {
+			*ip = &publicIP{IP: d.String()}
+		}
+	}
+	if n := d.Count(2); n > 0 {
+		s.PrivateNet = make([]privateNet, n)
+		for i := range s.PrivateNet {
+			s.PrivateNet[i] = privateNet{Network: d.Int(), IP: d.String()}
+		}
+	}
+	s.ServerType.Name = d.String()
+	s.Location.Name = d.String()
+	if err := d.Finish(); err != nil {
 		return nil, errors.New("hcloud: decoding a server from the snapshot: " + err.Error())
 	}
 	return s, nil

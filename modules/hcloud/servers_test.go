@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -184,5 +185,22 @@ func TestServerListingResumes(t *testing.T) {
 	byIP, err := e.p.gateways(ctx, time.Hour)
 	if err != nil || len(byIP) != 63 {
 		t.Errorf("gateways of the resumed listing: %d, %v; want 63", len(byIP), err)
+	}
+}
+
+// TestSnapshotEntryRoundTrips: a server decodes from its snapshot entry as
+// it was listed, and a damaged entry is an error, not a partial server.
+func TestSnapshotEntryRoundTrips(t *testing.T) {
+	s := server{ID: 42, Name: "node-0042", Status: "running",
+		PrivateNet: []privateNet{{Network: 7, IP: "10.0.0.43"}, {Network: 8, IP: "10.1.0.43"}}}
+	s.PublicNet.IPv4 = &publicIP{IP: "198.51.100.43"}
+	s.ServerType.Name, s.Location.Name = "cx22", "fsn1"
+	raw := appendServer(nil, &s)
+	got, err := decodeServer(raw)
+	if err != nil || !reflect.DeepEqual(*got, s) {
+		t.Fatalf("decoded %+v, %v; want %+v", got, err, s)
+	}
+	if _, err := decodeServer(raw[:len(raw)-1]); err == nil {
+		t.Error("a truncated entry decoded")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 )
 
@@ -41,34 +42,41 @@ func (p *Provider) snapshotInstances(ctx context.Context, _ int) (*cache.Page, e
 	return page, nil
 }
 
-// appendInstance encodes in as the API does, for the snapshot.
+// Snapshot entries are in the ABI's binary encoding rather than the API's
+// JSON: every lookup decodes one, and in a module each loop iteration
+// costs a trip out of the guest's code (the host's deadline check), which
+// a length-prefixed encoding, copied rather than scanned, mostly avoids.
+
+// appendInstance encodes in for the snapshot.
 func appendInstance(b []byte, in *instance) []byte {
-	w := jsonWriter{b: append(b, '{')}
-	for i, f := range [...]struct{ key, value string }{{"id", in.ID}, {"name", in.Name}, {"zone", in.Zone},
-		{"region", in.Region}, {"type", in.Type}, {"state", in.State}} {
-		w.key(f.key, i == 0)
-		w.str(f.value)
+	e := abi.NewEncoder(b)
+	for _, s := range [...]string{in.ID, in.Name, in.Zone, in.Region, in.Type, in.State} {
+		e.String(s)
 	}
-	w.key("addresses", false)
-	w.raw("[")
-	for i, a := range in.Addresses {
-		if i > 0 {
-			w.raw(",")
+	e.Uint(uint64(len(in.Addresses)))
+	for _, a := range in.Addresses {
+		e.String(a.Type)
+		e.String(a.Address)
+	}
+	e.StringMap(in.Labels)
+	return e.Bytes()
+}
+
+// decodeInstance reads what appendInstance wrote.
+func decodeInstance(raw []byte) (*instance, error) {
+	d := abi.NewDecoder(raw)
+	in := new(instance)
+	for _, s := range [...]*string{&in.ID, &in.Name, &in.Zone, &in.Region, &in.Type, &in.State} {
+		*s = d.String()
+	}
+	if n := d.Count(2); n > 0 {
+		in.Addresses = make([]address, n)
+		for i := range in.Addresses {
+			in.Addresses[i] = address{Type: d.String(), Address: d.String()}
 		}
-		w.raw("{")
-		w.key("type", true)
-		w.str(a.Type)
-		w.key("address", false)
-		w.str(a.Address)
-		w.raw("}")
 	}
-	w.raw("]")
-	if in.Labels != nil { // absent decodes to nil, as the API's answer did
-		w.key("labels", false)
-		w.stringMap(in.Labels)
-	}
-	w.raw("}")
-	return w.b
+	in.Labels = d.StringMap()
+	return in, d.Finish()
 }
 
 // cachedInstance decodes a snapshot entry, or reports why there is none:
@@ -77,8 +85,8 @@ func cachedInstance(raw []byte, err error) (*instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := new(instance)
-	if err := in.UnmarshalJSON(raw); err != nil {
+	in, err := decodeInstance(raw)
+	if err != nil {
 		return nil, errors.New("simcloud: decoding an instance from the snapshot: " + err.Error())
 	}
 	return in, nil

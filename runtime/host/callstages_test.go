@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/testutil"
+
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
@@ -22,7 +24,9 @@ import (
 // Module.Call goes through, for the simcloud, hcloud and aws modules built
 // with each toolchain, each stage timed alone on a warm instance:
 //
-//   - call: Module.Call, the whole;
+//   - call: Module.Call, the whole, with the share of instances recycled
+//     for their memory's growth (recycles/op), which the other stages
+//     leave out;
 //   - host-encode: the Node encoded into the instance's input buffer;
 //   - guest-context: the call's context (deadline, abort on Close) and the
 //     context value host functions find the instance by;
@@ -75,11 +79,17 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 	}
 	stage("call", func(b *testing.B) {
 		var meta abi.InstanceMetadata
+		recycled := func() float64 {
+			n, _ := testutil.GetCounterMetricValue(instancesRecycled.WithLabelValues(m.cfg.Name))
+			return n
+		}
+		before := recycled()
 		for b.Loop() {
 			if err := m.Call(ctx, export, node, &meta); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric((recycled()-before)/float64(b.N), "recycles/op")
 	})
 	stage("host-encode", func(b *testing.B) {
 		var buf []byte
