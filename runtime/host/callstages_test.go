@@ -164,7 +164,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 			b.Skip("the module keeps no shared state")
 		}
 		for b.Loop() {
-			if _, e := m.state.get(ctx, nil, key, time.Hour, false); e != 0 {
+			if _, e := m.state.get(ctx, nil, []byte(key), time.Hour, false); e != 0 {
 				b.Fatal(e)
 			}
 		}

@@ -167,15 +167,21 @@ func hostTakeResult(ctx context.Context, mod api.Module, stack []uint64) {
 // stateKey reads a shared state key; one over abi.MaxStateKeyBytes aborts
 // the call, as the guest gave the host more than the ABI allows.
 func (i *instance) stateKey(ptr, size uint32, what string) string {
+	return string(i.stateKeyView(ptr, size, what))
+}
+
+// stateKeyView is stateKey as a view of guest memory, valid until the
+// host function returns: a read looks the key up without copying it.
+func (i *instance) stateKeyView(ptr, size uint32, what string) []byte {
 	if size > abi.MaxStateKeyBytes {
 		i.abort(fmt.Sprintf("%s: key of %d bytes exceeds the %d-byte limit", what, size, abi.MaxStateKeyBytes))
 	}
-	return string(i.read(ptr, size, what))
+	return i.read(ptr, size, what)
 }
 
 func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)
-	key := inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateGet)
+	key := inst.stateKeyView(uint32(stack[0]), uint32(stack[1]), abi.ImportStateGet)
 	maxAge := time.Duration(-1)
 	if ms := int64(stack[2]); ms >= 0 {
 		maxAge = time.Duration(min(ms, int64(maxStateAge/time.Millisecond))) * time.Millisecond

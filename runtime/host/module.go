@@ -538,11 +538,12 @@ func (m *Module) recycle(inst *instance) {
 }
 
 func outcomeLabel(err error) string {
+	if err == nil {
+		return "ok" // before the targets of errors.As, which escape
+	}
 	var status *StatusError
 	var failure *FailureError
 	switch {
-	case err == nil:
-		return "ok"
 	case errors.As(err, &status):
 		return status.Status.String()
 	case errors.As(err, &failure):

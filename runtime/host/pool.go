@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"k8s.io/component-base/metrics"
 )
 
 // pool bounds the instances of one module. A slot is held for the whole of
 // a call, so at most cap(slots) calls run at once and each has an instance
 // to itself; instances are made lazily, up to that bound, and reused.
 type pool struct {
-	module string
 	create func(context.Context) (*instance, error)
 	slots  chan struct{}
 	closed chan struct{}
@@ -21,10 +22,17 @@ type pool struct {
 
 	mu   sync.Mutex
 	idle []*instance
+
+	// busy and idleGauge are the module's pool_instances gauges, looked up
+	// once rather than on every acquire and release.
+	busy, idleGauge metrics.GaugeMetric
 }
 
+// newPool makes the pool of module; the metrics must be registered, or
+// its gauges would stay unregistered no-ops.
 func newPool(module string, size int, create func(context.Context) (*instance, error)) *pool {
-	return &pool{module: module, create: create, slots: make(chan struct{}, size), closed: make(chan struct{})}
+	return &pool{create: create, slots: make(chan struct{}, size), closed: make(chan struct{}),
+		busy: poolInstances.WithLabelValues(module, "busy"), idleGauge: poolInstances.WithLabelValues(module, "idle")}
 }
 
 func (p *pool) acquire(ctx context.Context) (*instance, error) {
@@ -107,6 +115,6 @@ func (p *pool) observe() {
 	idle := len(p.idle)
 	p.mu.Unlock()
 	busy := len(p.slots)
-	poolInstances.WithLabelValues(p.module, "busy").Set(float64(busy))
-	poolInstances.WithLabelValues(p.module, "idle").Set(float64(idle))
+	p.busy.Set(float64(busy))
+	p.idleGauge.Set(float64(idle))
 }

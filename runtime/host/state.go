@@ -86,11 +86,12 @@ func (s *sharedState) held() int { return s.bytes + s.claimed }
 // waits for the instance that holds it, then looks again; when the claims
 // already take their share of the budget, it is told NotFound without a
 // claim. The value returned is never modified afterwards: set replaces it.
-func (s *sharedState) get(ctx context.Context, inst *instance, key string, maxAge time.Duration, claim bool) ([]byte, abi.Errno) {
+// key is only read, during the call, and copied when claimed.
+func (s *sharedState) get(ctx context.Context, inst *instance, key []byte, maxAge time.Duration, claim bool) ([]byte, abi.Errno) {
 	waited := false
 	for {
 		s.mu.Lock()
-		if el, ok := s.entries[key]; ok {
+		if el, ok := s.entries[string(key)]; ok {
 			e := el.Value.(*stateEntry)
 			if maxAge < 0 || time.Since(e.written) <= maxAge {
 				s.lru.MoveToFront(el)
@@ -104,10 +105,10 @@ func (s *sharedState) get(ctx context.Context, inst *instance, key string, maxAg
 			stateLookups.WithLabelValues(s.module, "miss").Inc()
 			return nil, abi.ErrnoNotFound
 		}
-		c, held := s.claims[key]
+		c, held := s.claims[string(key)]
 		if !held || c.holder == inst {
 			result := "claimed"
-			if !held && !s.claimLocked(inst, key) {
+			if !held && !s.claimLocked(inst, string(key)) {
 				result = "claim_refused"
 			}
 			s.mu.Unlock()

@@ -19,17 +19,17 @@ func TestSharedStateBudget(t *testing.T) {
 			t.Fatalf("set %s: %v", key, e)
 		}
 	}
-	if _, e := s.get(context.Background(), nil, "k1", -1, false); e != 0 { // k1 is now the most recently used
+	if _, e := s.get(context.Background(), nil, []byte("k1"), -1, false); e != 0 { // k1 is now the most recently used
 		t.Fatalf("k1 missing before the budget is exceeded: %v", e)
 	}
 	if e := s.set("k5", []byte(value)); e != 0 {
 		t.Fatal(e)
 	}
-	if _, e := s.get(context.Background(), nil, "k2", -1, false); e != abi.ErrnoNotFound {
+	if _, e := s.get(context.Background(), nil, []byte("k2"), -1, false); e != abi.ErrnoNotFound {
 		t.Errorf("k2, the least recently used, was not evicted: %v", e)
 	}
 	for _, key := range []string{"k1", "k3", "k4", "k5"} {
-		if _, e := s.get(context.Background(), nil, key, -1, false); e != 0 {
+		if _, e := s.get(context.Background(), nil, []byte(key), -1, false); e != 0 {
 			t.Errorf("%s evicted: %v", key, e)
 		}
 	}
@@ -62,7 +62,7 @@ func TestSharedStateMaxAge(t *testing.T) {
 		maxAge time.Duration
 		want   abi.Errno
 	}{{-1, 0}, {time.Hour, 0}, {time.Millisecond, abi.ErrnoNotFound}} {
-		if _, e := s.get(context.Background(), nil, "k", tc.maxAge, false); e != tc.want {
+		if _, e := s.get(context.Background(), nil, []byte("k"), tc.maxAge, false); e != tc.want {
 			t.Errorf("max age %v: %v, want %v", tc.maxAge, e, tc.want)
 		}
 	}
@@ -74,15 +74,15 @@ func TestSharedStateClaims(t *testing.T) {
 	s := newSharedState("t", DefaultSharedStateBytes)
 	filler, waiter := &instance{}, &instance{}
 	ctx := context.Background()
-	if _, e := s.get(ctx, filler, "k", time.Minute, true); e != abi.ErrnoNotFound || len(filler.claims) != 1 {
+	if _, e := s.get(ctx, filler, []byte("k"), time.Minute, true); e != abi.ErrnoNotFound || len(filler.claims) != 1 {
 		t.Fatalf("first claim: %v, claims %v", e, filler.claims)
 	}
-	if _, e := s.get(ctx, filler, "k", time.Minute, true); e != abi.ErrnoNotFound || len(filler.claims) != 1 {
+	if _, e := s.get(ctx, filler, []byte("k"), time.Minute, true); e != abi.ErrnoNotFound || len(filler.claims) != 1 {
 		t.Fatalf("the holder asking again: %v, claims %v", e, filler.claims)
 	}
 	got := make(chan string)
 	go func() {
-		v, _ := s.get(ctx, waiter, "k", time.Minute, true)
+		v, _ := s.get(ctx, waiter, []byte("k"), time.Minute, true)
 		got <- string(v)
 	}()
 	select {
@@ -97,11 +97,11 @@ func TestSharedStateClaims(t *testing.T) {
 	s.releaseClaims(filler)
 
 	// A holder that gives up: its call ends, the waiter takes the claim.
-	if _, e := s.get(ctx, filler, "j", time.Minute, true); e != abi.ErrnoNotFound {
+	if _, e := s.get(ctx, filler, []byte("j"), time.Minute, true); e != abi.ErrnoNotFound {
 		t.Fatal(e)
 	}
 	go func() {
-		_, e := s.get(ctx, waiter, "j", time.Minute, true)
+		_, e := s.get(ctx, waiter, []byte("j"), time.Minute, true)
 		got <- e.Error()
 	}()
 	time.Sleep(20 * time.Millisecond)
@@ -117,10 +117,10 @@ func TestSharedStateClaims(t *testing.T) {
 	s.releaseClaims(waiter)
 
 	// A waiter whose deadline passes stops waiting.
-	s.get(ctx, filler, "d", time.Minute, true)
+	s.get(ctx, filler, []byte("d"), time.Minute, true)
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	if _, e := s.get(short, waiter, "d", time.Minute, true); e != abi.ErrnoNotFound || len(waiter.claims) != 0 {
+	if _, e := s.get(short, waiter, []byte("d"), time.Minute, true); e != abi.ErrnoNotFound || len(waiter.claims) != 0 {
 		t.Errorf("expired waiter: %v, claims %v", e, waiter.claims)
 	}
 }
