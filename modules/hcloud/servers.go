@@ -46,7 +46,7 @@ func (p *Provider) newServerSnapshot() cache.Snapshot {
 	return cache.Snapshot{Host: p.host, Prefix: "hcloud/servers", List: p.listServers}
 }
 
-// listServers lists one page of servers, each kept in its reduced JSON,
+// listServers lists one page of servers, each kept reduced (appendServer),
 // and derives that page's part of the gateway map of the configured
 // network.
 func (p *Provider) listServers(ctx context.Context, page int) (*cache.Page, error) {
