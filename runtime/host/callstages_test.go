@@ -17,6 +17,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // BenchmarkCallStages splits one InstanceMetadata call (a Node without
@@ -369,8 +370,8 @@ var stageProviders = []stageProvider{
 		m := startStageModule(b, "aws", tc, Config{
 			ProviderConfig: []byte(`{"region": "us-east-1", "clusterID": "bench", "ec2Endpoint": "` + endpoint + `"}`),
 			HTTP:           HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{fake.Handler()}},
-			Credentials: CredentialsConfig{Dir: dir, Auth: []AuthConfig{{Name: "aws", Origins: []string{endpoint},
-				SigV4: &SigV4Auth{AccessKeyIDKey: "aws-id", SecretAccessKeyKey: "aws-secret"}}}},
+			Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{{Name: "aws", Origins: []string{endpoint},
+				SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "aws-id", SecretAccessKeyKey: "aws-secret"}}}},
 		})
 		return m, node
 	}},
