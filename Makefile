@@ -44,7 +44,7 @@ docs: ## Generate docs/reference from the code (a unit test fails when it is sta
 
 # PROVIDER_MODULES are the provider modules under modules/, each with its
 # main package in modules/NAME/module.
-PROVIDER_MODULES := simcloud hcloud aws
+PROVIDER_MODULES := simcloud hcloud aws digitalocean
 
 modules: ## Build the simcloud, hcloud and aws provider modules with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)

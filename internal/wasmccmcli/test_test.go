@@ -19,6 +19,7 @@ import (
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
+	"github.com/wasmccm/wasmccm/examples/dofake"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/conformance"
@@ -114,6 +115,48 @@ func hcloudEnv(t *testing.T) (config, spec string) {
 	// default warm period: the Go module's listings are slow to parse.
 	spec += "rateLimit: {perHour: 3600}\nwarm: {period: 5m}\n"
 	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`/v1", network: k8s, loadBalancers: {location: fsn1}}`, "", spec)
+}
+
+// doEnv starts the fake DigitalOcean API with a page of other droplets
+// and the Nodes' droplets (two active, one off), and writes the files as
+// simcloudEnv does.
+func doEnv(t *testing.T) (config, spec string) {
+	t.Helper()
+	cloud := dofake.New(dofake.Options{Token: simToken})
+	srv := httptest.NewServer(cloud.Handler())
+	t.Cleanup(srv.Close)
+	// A page of other droplets first, so that the Nodes' droplets are on
+	// page 2 of a listing, and faults on page 2 are injected.
+	for i := range 50 {
+		if _, err := cloud.AddDroplet(dofake.Droplet{Name: fmt.Sprintf("other-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec = "nodes:\n"
+	for _, d := range []dofake.Droplet{{Name: "node-1", Region: "fra1"}, {Name: "node-2", Region: "ams3"}, {Name: "node-3", Region: "fra1", Status: "off"}} {
+		got, err := cloud.AddDroplet(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		private, _ := got.PrivateIPv4()
+		public, _ := got.PublicIPv4()
+		spec += fmt.Sprintf("- {name: %s, providerID: \"digitalocean://%d\", exists: true, instanceType: %s, region: %s, lookupByName: true, shutdown: %v, addresses: [{type: InternalIP, address: %s}, {type: ExternalIP, address: %s}]}\n",
+			d.Name, got.ID, got.SizeSlug, d.Region, d.Status == "off", private, public)
+	}
+	spec += "- {name: deleted, providerID: \"digitalocean://999999\", exists: false}\n"
+	spec += "- {name: foreign, providerID: \"aws:///eu-west-1a/i-0123\", expectError: Error}\n"
+	// Load balancers that are not the cluster's: one made by hand, one
+	// of the official CCM's (its cluster ID tag, no Service UID). With the
+	// test one, 51 of the cluster's make a listing of two pages.
+	for name, tags := range map[string][]string{"by-hand": nil, "official-ccm": {"k8s:c1"}} {
+		if _, err := cloud.AddLoadBalancer(name, tags); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec += "loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}}\n"
+	// DigitalOcean allows 5,000 requests an hour per token.
+	spec += "rateLimit: {perHour: 5000}\nwarm: {period: 5m}\n"
+	return conformanceFiles(t, srv.URL, `{endpoint: "`+srv.URL+`", region: fra1}`, "", spec)
 }
 
 // awsEnv starts the fake EC2 API with the cluster's route table, a page
@@ -242,6 +285,7 @@ func TestConformancePasses(t *testing.T) {
 		{name: "simcloud", env: func(t *testing.T) (string, string) { return simcloudEnv(t, "", "") }, snapshot: true},
 		{name: "hcloud", env: hcloudEnv, snapshot: true},
 		{name: "aws", env: awsEnv},
+		{name: "digitalocean", env: doEnv, snapshot: true},
 	}
 	for _, m := range modules {
 		for _, tc := range tcs {
