@@ -63,7 +63,9 @@ func TestDropletPagination(t *testing.T) {
 		list func(*godo.ListOptions) ([]godo.Droplet, *godo.Response, error)
 		want int
 	}{
-		{"all", func(o *godo.ListOptions) ([]godo.Droplet, *godo.Response, error) { return do.Droplets.List(context.Background(), o) }, 7},
+		{"all", func(o *godo.ListOptions) ([]godo.Droplet, *godo.Response, error) {
+			return do.Droplets.List(context.Background(), o)
+		}, 7},
 		{"by tag", func(o *godo.ListOptions) ([]godo.Droplet, *godo.Response, error) {
 			return do.Droplets.ListByTag(context.Background(), "k8s:worker", o)
 		}, 4},

@@ -132,9 +132,11 @@ func (p *Provider) find(ctx context.Context, svc *abi.Service) (*loadBalancer, e
 			return &list[i], nil
 		}
 	}
+	// A load balancer another Service's UID tag claims is never taken by
+	// its name.
 	for _, name := range []string{svc.Annotations[annName], defaultName(svc)} {
 		for i := range list {
-			if name != "" && list[i].Name == name {
+			if name != "" && list[i].Name == name && tagValue(list[i].Tags, tagServiceUIDPrefix) == "" {
 				return &list[i], nil
 			}
 		}
@@ -215,7 +217,17 @@ func (p *Provider) sync(ctx context.Context, clusterName string, svc *abi.Servic
 	if err := checkSupported(svc); err != nil {
 		return nil, err
 	}
-	want, err := p.desired(ctx, svc, nodes)
+	lb, err := p.find(ctx, svc)
+	if err != nil || lb == nil && !create {
+		return nil, err
+	}
+	// The type of a load balancer cannot change; the official CCM records
+	// an existing one's on its Service, and so builds for it from then on.
+	typ := p.cfg.DefaultLoadBalancerType
+	if lb != nil && lb.Type != "" {
+		typ = lb.Type
+	}
+	want, err := p.desired(ctx, svc, nodes, typ)
 	if err != nil {
 		return nil, err
 	}
@@ -225,10 +237,6 @@ func (p *Provider) sync(ctx context.Context, clusterName string, svc *abi.Servic
 	}
 	if p.cfg.ClusterID != "" {
 		tags = append(tags, tagOfficialPrefix+p.cfg.ClusterID)
-	}
-	lb, err := p.find(ctx, svc)
-	if err != nil || lb == nil && !create {
-		return nil, err
 	}
 	if lb == nil {
 		return p.create(ctx, svc, want, tags)
@@ -384,13 +392,14 @@ func canonical(s lbSettings) lbSettings {
 
 // desired builds the load balancer the Service asks for, as the official
 // CCM builds its request, with the droplets of the Nodes that can serve
-// it. A malformed annotation is an error, and nothing is changed.
-func (p *Provider) desired(ctx context.Context, svc *abi.Service, nodes []abi.Node) (*lbRequest, error) {
+// it; typ is the type when the Service's annotation sets none. A
+// malformed annotation is an error, and nothing is changed.
+func (p *Provider) desired(ctx context.Context, svc *abi.Service, nodes []abi.Node, typ string) (*lbRequest, error) {
 	a := annotations{m: svc.Annotations}
 	want := &lbRequest{}
 	s := &want.lbSettings
 	s.Name = p.GetLoadBalancerName(ctx, "", svc)
-	s.Type = a.oneOf(annType, p.cfg.DefaultLoadBalancerType, typeRegional, typeRegionalNetwork)
+	s.Type = a.oneOf(annType, typ, typeRegional, typeRegionalNetwork)
 	s.Network = a.oneOf(annNetwork, networkExternal, networkExternal, networkInternal)
 	if a.err != nil {
 		return nil, a.err
