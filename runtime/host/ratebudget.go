@@ -26,7 +26,25 @@ type RateLimit struct {
 	// Burst is how many requests may go back to back after a quiet spell.
 	// Default 1: requests evenly spaced.
 	Burst int `json:"burst,omitempty"`
+	// QuotaHeaders says how the origin's RateLimit-Limit, -Remaining and
+	// -Reset headers read: "refill" (the default; Hetzner Cloud), Reset is
+	// when the quota is full again and it refills evenly until then;
+	// "sliding" (DigitalOcean), Limit requests per sliding hour, Reset is
+	// when the oldest request leaves it. With QuotaHeaders set, PerHour
+	// and PerSecond may be left out: the origin then goes as fast as its
+	// headers allow.
+	QuotaHeaders string `json:"quotaHeaders,omitempty"`
 }
+
+// Values of RateLimit.QuotaHeaders.
+const (
+	QuotaRefill  = "refill"
+	QuotaSliding = "sliding"
+)
+
+// slidingWindow is the window of a "sliding" quota: DigitalOcean counts
+// its limit per hour.
+const slidingWindow = time.Hour
 
 // maxRate and maxBurst bound a RateLimit: a request every microsecond is
 // beyond any cloud API, and the bounds keep burst × interval within a
@@ -115,7 +133,8 @@ const maxCloudDelay = time.Hour
 // The cloud's own answers make the bucket slower, never faster:
 //
 //   - RateLimit-Limit L, RateLimit-Remaining R and RateLimit-Reset (a Unix
-//     time) are read as Hetzner defines them: the quota is full again at
+//     time), by default, are read as Hetzner defines them: the quota is
+//     full again at
 //     Reset and refills evenly until then, one request every
 //     (Reset − now) / (L − R). While R < L/10, requests go no faster than
 //     that refill, one at a time, until Reset or until a response shows R
@@ -126,22 +145,29 @@ const maxCloudDelay = time.Hour
 //     that refills only at Reset: with Hetzner's, Reset is an hour ahead
 //     when R is near 0, and that would send one request an hour where the
 //     cloud allows one a second.
+//   - With quotaHeaders "sliding", they are read as DigitalOcean defines
+//     them: L requests per sliding hour, Reset when the oldest request
+//     leaves the window. While R < L/10, requests go no faster than the
+//     window's average, one every hour / L, until a response shows R back
+//     at L/10 or more (at most an hour without news).
 //   - A 429 from the cloud pauses the origin for its Retry-After or, without
 //     one, for one refill interval from those headers, which is when
 //     Hetzner will take the next request (not Reset, which is when all of
-//     them are back), or else for a second, what the SDK's rest client
-//     assumes. A request already scheduled when the 429 arrives still goes.
+//     them are back); for a sliding quota until its Reset, when the oldest
+//     request leaves the window; or else for a second, what the SDK's rest
+//     client assumes. A request already scheduled when the 429 arrives
+//     still goes.
 //
 // A Reset in the past, which is also how a delta-seconds Reset (IETF
 // drafts) reads, carries no pacing; every delay from the headers is capped
 // at maxCloudDelay.
 //
-// The adaptive part applies only to origins with a configured limit:
-// reading headers on every response of every origin would put work on
-// the path that must stay a map lookup, and headers of the same names mean
-// different things at different APIs (a fixed window's Reset, a sliding
-// window's oldest request), so the host acts on them only where the
-// operator has said the origin is a metered cloud API.
+// The adaptive part applies only to origins listed in http.rateLimits,
+// with a rate of their own or quotaHeaders alone: headers of the same
+// names mean different things at different APIs (a refilling quota's
+// Reset, a sliding window's oldest request), and read the wrong way they
+// pace a quota into a 429 or stall it for an hour, so the host acts on
+// them only where the operator has said how the origin's headers read.
 type RateBudget struct {
 	// buckets is keyed by origin.String(), the label the request path
 	// already has.
@@ -192,6 +218,9 @@ type bucket struct {
 	// shadowReserve is the part of the burst a shadow's request must leave
 	// free (RateBudget).
 	shadowReserve time.Duration
+	// sliding says the origin's quota headers describe a sliding window
+	// (RateLimit.QuotaHeaders).
+	sliding bool
 
 	mu  sync.Mutex
 	tat time.Time
@@ -213,10 +242,15 @@ func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
 	if !allowed[o] {
 		return nil, fmt.Errorf("origin %s is not in http.allowedOrigins", o)
 	}
+	if l.QuotaHeaders != "" && l.QuotaHeaders != QuotaRefill && l.QuotaHeaders != QuotaSliding {
+		return nil, fmt.Errorf("%s: quotaHeaders %q is neither %q nor %q", o, l.QuotaHeaders, QuotaRefill, QuotaSliding)
+	}
 	var interval time.Duration
 	switch {
+	case l.PerHour == 0 && l.PerSecond == 0 && l.QuotaHeaders != "":
+		// No rate of our own: only the cloud's headers pace the origin.
 	case (l.PerHour > 0) == (l.PerSecond > 0) || l.PerHour < 0 || l.PerSecond < 0:
-		return nil, fmt.Errorf("%s: set exactly one of perHour and perSecond, above 0", o)
+		return nil, fmt.Errorf("%s: set exactly one of perHour and perSecond, above 0 (or quotaHeaders alone)", o)
 	case l.PerHour > 0 && int64(l.PerHour) <= maxRate*3600:
 		interval = time.Hour / time.Duration(l.PerHour)
 	case l.PerSecond > 0 && l.PerSecond <= maxRate:
@@ -229,7 +263,7 @@ func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
 	}
 	burst := max(l.Burst, 1)
 	return &bucket{label: o.String(), interval: interval, tau: time.Duration(burst-1) * interval,
-		shadowReserve: time.Duration(max(1, burst/2)) * interval}, nil
+		shadowReserve: time.Duration(max(1, burst/2)) * interval, sliding: l.QuotaHeaders == QuotaSliding}, nil
 }
 
 // reserve schedules a request arriving at now and returns when it may go.
@@ -268,13 +302,13 @@ func (b *bucket) reserve(now, latest time.Time, shadow bool) (at time.Time, ok b
 // observe applies a response's rate-limit headers (RateBudget's rule) and
 // returns the pause a 429 imposes.
 func (b *bucket) observe(now time.Time, status int, h http.Header) time.Duration {
-	refill, reset, low, known := readQuota(now, h)
+	q := readQuota(now, h, b.sliding)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if known {
+	if q.known {
 		b.pace, b.paceUntil = 0, time.Time{}
-		if low {
-			b.pace, b.paceUntil = refill, reset
+		if q.low {
+			b.pace, b.paceUntil = q.refill, q.paceUntil
 		}
 	}
 	if status != http.StatusTooManyRequests {
@@ -283,8 +317,11 @@ func (b *bucket) observe(now time.Time, status int, h http.Header) time.Duration
 	pause, ok := retryAfter(now, h.Get("Retry-After"))
 	switch {
 	case ok:
-	case known && refill > 0:
-		pause = refill
+	case q.known && b.sliding && q.reset.After(now):
+		// The next request fits when the oldest leaves the window.
+		pause = q.reset.Sub(now)
+	case q.known && q.refill > 0:
+		pause = q.refill
 	default:
 		pause = time.Second
 	}
@@ -293,24 +330,51 @@ func (b *bucket) observe(now time.Time, status int, h http.Header) time.Duration
 	return pause
 }
 
-// readQuota reads RateLimit-Limit, -Remaining and -Reset. known says all
-// three were there and sensible; then refill is the interval at which the
-// quota refills (0 when it is full) and low says Remaining is under a
-// tenth of Limit.
-func readQuota(now time.Time, h http.Header) (refill time.Duration, reset time.Time, low, known bool) {
+// quota is what a response's RateLimit-Limit, -Remaining and -Reset say.
+type quota struct {
+	// known says all three were there and sensible.
+	known bool
+	// refill is the interval at which the quota refills, 0 when it is
+	// full; low says Remaining is under a tenth of Limit.
+	refill time.Duration
+	low    bool
+	// reset is the header's Reset; paceUntil is until when pacing holds
+	// without news.
+	reset, paceUntil time.Time
+}
+
+// readQuota reads the quota headers of h.
+//
+// A sliding quota (DigitalOcean: Limit per hour, Reset when the oldest
+// request leaves the window) refills on average one request per
+// hour/Limit: its Reset is near even when the quota is spent, so spacing
+// Remaining until Reset, as for a refilling quota, would spend the rest at
+// once; and its pacing holds until a response shows the quota back, at
+// most one window.
+func readQuota(now time.Time, h http.Header, sliding bool) quota {
 	limit, err1 := strconv.ParseInt(h.Get("RateLimit-Limit"), 10, 64)
 	remaining, err2 := strconv.ParseInt(h.Get("RateLimit-Remaining"), 10, 64)
 	unix, err3 := strconv.ParseInt(h.Get("RateLimit-Reset"), 10, 64)
 	if err1 != nil || err2 != nil || err3 != nil || limit <= 0 || remaining < 0 {
-		return 0, time.Time{}, false, false
+		return quota{}
 	}
-	reset = time.Unix(unix, 0)
-	left := reset.Sub(now)
-	if left <= 0 || remaining >= limit {
-		return 0, reset, false, true
+	q := quota{known: true, reset: time.Unix(unix, 0)}
+	if remaining >= limit {
+		return q
 	}
-	refill = min(left/time.Duration(limit-remaining), maxCloudDelay)
-	return refill, reset, float64(remaining) < float64(limit)/10, true
+	q.low = float64(remaining) < float64(limit)/10
+	if sliding {
+		q.refill = min(slidingWindow/time.Duration(limit), maxCloudDelay)
+		q.paceUntil = now.Add(slidingWindow)
+		return q
+	}
+	left := q.reset.Sub(now)
+	if left <= 0 {
+		return quota{known: true, reset: q.reset}
+	}
+	q.refill = min(left/time.Duration(limit-remaining), maxCloudDelay)
+	q.paceUntil = q.reset
+	return q
 }
 
 // retryAfter reads a Retry-After header, capped at maxCloudDelay.

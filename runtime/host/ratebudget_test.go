@@ -35,6 +35,9 @@ func TestNewRateBudget(t *testing.T) {
 		{"negative rate", []RateLimit{{Origin: "https://api.example.com", PerHour: -1, PerSecond: 1}}, "exactly one of perHour and perSecond"},
 		{"rate too high", []RateLimit{{Origin: "https://api.example.com", PerSecond: maxRate + 1}}, "exceeds 1000000 requests per second"},
 		{"negative burst", []RateLimit{{Origin: "https://api.example.com", PerHour: 1, Burst: -1}}, "burst -1 is outside"},
+		{"quota headers alone", []RateLimit{{Origin: "https://api.example.com", QuotaHeaders: QuotaSliding}}, ""},
+		{"quota headers and a rate", []RateLimit{{Origin: "https://api.example.com", PerHour: 5000, QuotaHeaders: QuotaRefill}}, ""},
+		{"unknown quota headers", []RateLimit{{Origin: "https://api.example.com", QuotaHeaders: "fixed"}}, `quotaHeaders "fixed" is neither "refill" nor "sliding"`},
 		{"twice", []RateLimit{{Origin: "https://api.example.com", PerHour: 1}, {Origin: "https://api.example.com:443", PerHour: 2}}, "rateLimits[1]: origin https://api.example.com:443 is listed twice"},
 	}
 	for _, tc := range cases {
@@ -58,8 +61,14 @@ func TestNewRateBudget(t *testing.T) {
 
 // testBucket is the bucket of one limit on https://api.example.com.
 func testBucket(t *testing.T, perSecond, burst int) *bucket {
+	return testBucketOf(t, RateLimit{PerSecond: perSecond, Burst: burst})
+}
+
+// testBucketOf is the bucket of l, for origin https://api.example.com.
+func testBucketOf(t *testing.T, l RateLimit) *bucket {
 	t.Helper()
-	r, err := NewRateBudget([]RateLimit{{Origin: "https://api.example.com", PerSecond: perSecond, Burst: burst}}, []string{"https://api.example.com"}, nil)
+	l.Origin = "https://api.example.com"
+	r, err := NewRateBudget([]RateLimit{l}, []string{l.Origin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,26 +144,42 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 		// first is when the first request goes, gap the interval to the
 		// second.
 		first, gap time.Duration
+		// quotaHeaders is the bucket's RateLimit.QuotaHeaders.
+		quotaHeaders string
 	}{
-		{"no headers", 100, []response{{200, nil}}, 0, 0, ms(10)},
-		{"plenty remaining", 100, []response{{200, quotaHeader(3600, 3000, t0.Add(600*time.Second))}}, 0, 0, ms(10)},
+		{"no headers", 100, []response{{200, nil}}, 0, 0, ms(10), ""},
+		{"plenty remaining", 100, []response{{200, quotaHeader(3600, 3000, t0.Add(600*time.Second))}}, 0, 0, ms(10), ""},
 		// Hetzner near its limit: 100 left, full in 3500 s: one refills a second.
-		{"low remaining paces at the refill", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}}, 0, 0, time.Second},
-		{"nothing remaining", 100, []response{{200, quotaHeader(3600, 0, t0.Add(3600*time.Second))}}, 0, 0, time.Second},
-		{"never faster than configured", 1, []response{{200, quotaHeader(1000, 50, t0.Add(95*time.Second))}}, 0, 0, time.Second},
-		{"pacing ends at reset", 100, []response{{200, quotaHeader(100, 5, t0.Add(10*time.Second))}}, ms(11000), 0, ms(10)},
-		{"recovery ends pacing", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}, {200, quotaHeader(3600, 400, t0.Add(3200*time.Second))}}, 0, 0, ms(10)},
-		{"a response without headers keeps pacing", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}, {200, nil}}, 0, 0, time.Second},
-		{"reset in the past", 100, []response{{200, quotaHeader(60, 0, time.Unix(53, 0))}}, 0, 0, ms(10)},
-		{"429 with Retry-After", 100, []response{{429, retryAt("30")}}, 0, 30 * time.Second, ms(10)},
-		{"429 with an HTTP date", 100, []response{{429, retryAt(t0.Add(20 * time.Second).UTC().Format(http.TimeFormat))}}, 0, 20 * time.Second, ms(10)},
-		{"429 waits for one refill, not for Reset", 100, []response{{429, quotaHeader(3600, 0, t0.Add(3600*time.Second))}}, 0, time.Second, time.Second},
-		{"429 without headers", 100, []response{{429, nil}}, 0, time.Second, ms(10)},
-		{"Retry-After is capped", 100, []response{{429, retryAt("999999999999")}}, 0, maxCloudDelay, ms(10)},
+		{"low remaining paces at the refill", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}}, 0, 0, time.Second, ""},
+		{"nothing remaining", 100, []response{{200, quotaHeader(3600, 0, t0.Add(3600*time.Second))}}, 0, 0, time.Second, ""},
+		{"never faster than configured", 1, []response{{200, quotaHeader(1000, 50, t0.Add(95*time.Second))}}, 0, 0, time.Second, ""},
+		{"pacing ends at reset", 100, []response{{200, quotaHeader(100, 5, t0.Add(10*time.Second))}}, ms(11000), 0, ms(10), ""},
+		{"recovery ends pacing", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}, {200, quotaHeader(3600, 400, t0.Add(3200*time.Second))}}, 0, 0, ms(10), ""},
+		{"a response without headers keeps pacing", 100, []response{{200, quotaHeader(3600, 100, t0.Add(3500*time.Second))}, {200, nil}}, 0, 0, time.Second, ""},
+		{"reset in the past", 100, []response{{200, quotaHeader(60, 0, time.Unix(53, 0))}}, 0, 0, ms(10), ""},
+		{"429 with Retry-After", 100, []response{{429, retryAt("30")}}, 0, 30 * time.Second, ms(10), ""},
+		{"429 with an HTTP date", 100, []response{{429, retryAt(t0.Add(20 * time.Second).UTC().Format(http.TimeFormat))}}, 0, 20 * time.Second, ms(10), ""},
+		{"429 waits for one refill, not for Reset", 100, []response{{429, quotaHeader(3600, 0, t0.Add(3600*time.Second))}}, 0, time.Second, time.Second, ""},
+		{"429 without headers", 100, []response{{429, nil}}, 0, time.Second, ms(10), ""},
+		{"Retry-After is capped", 100, []response{{429, retryAt("999999999999")}}, 0, maxCloudDelay, ms(10), ""},
+		// DigitalOcean: 5,000 an hour in a sliding window, the oldest
+		// request leaving it 2 s from now.
+		{"sliding: plenty remaining", 100, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, ms(10), QuotaSliding},
+		{"sliding: low remaining paces at the window's average", 100, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), QuotaSliding},
+		{"sliding: pacing outlasts a near Reset", 100, []response{{200, quotaHeader(5000, 0, t0.Add(time.Second))}}, ms(1500), 0, ms(720), QuotaSliding},
+		{"sliding: 429 waits for the oldest to leave", 100, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), QuotaSliding},
+		{"headers alone: no pace of our own", 0, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, 0, QuotaSliding},
+		{"headers alone: the cloud's pace", 0, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), QuotaSliding},
+		{"headers alone: a 429 pauses", 0, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), QuotaSliding},
+		{"sliding: Retry-After wins", 100, []response{{429, func() http.Header {
+			h := quotaHeader(5000, 0, t0.Add(3*time.Second))
+			h.Set("Retry-After", "10")
+			return h
+		}()}}, 0, 10 * time.Second, ms(720), QuotaSliding},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testBucket(t, tc.perSecond, 1)
+			b := testBucketOf(t, RateLimit{PerSecond: tc.perSecond, QuotaHeaders: tc.quotaHeaders})
 			for _, r := range tc.responses {
 				b.observe(t0, r.status, r.header)
 			}
