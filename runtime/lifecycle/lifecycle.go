@@ -1,12 +1,18 @@
-// Package lifecycle holds the decisions of a module's lifecycle in
-// wasmccm: how a changed module file is taken into service. It holds the
-// rollout's configuration (module.rollout) and its state machine (Phase,
-// Event, Next), the comparison of a candidate's answers with the module
-// in service's (Compare, Gone, Stats), and the verdicts that move a
-// rollout on: JudgeShadow at the end of a shadow period, JudgeProbation
-// during the rollback window. Everything here is a pure decision on
-// inputs; loading modules, calling them, recording the last-known-good
-// and reporting Events are the provider's (runtime/provider).
+// Package lifecycle is a module's lifecycle in wasmccm: which module
+// answers each call, and how a changed module file is taken into service.
+// Its decisions are pure functions of their inputs: the rollout's
+// configuration (module.rollout), its state machine (Phase, Event, Next),
+// the comparison of a candidate's answers with the module in service's
+// (Compare, Gone, Stats), the verdicts that move a rollout on
+// (JudgeShadow at the end of a shadow period, JudgeProbation during the
+// rollback window) and the choice of the first module (DecideStart). A
+// Manager carries them out: it starts the first module (Start), answers
+// calls with the module in service (Call), polls the module file
+// (Reload), shadows, promotes, rejects and rolls back, records the
+// last-known-good module, and reports each step in metrics, logs and
+// Events. What it needs of the cloud-config and the cluster (loading a
+// module with its grants, reporting an Event, listing the Nodes) the
+// adapter, runtime/provider, passes in (Options).
 //
 // A new module that validates and compiles is not put in service at once.
 // It first runs in shadow: the module in service stays authoritative, and

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 // TestAuthFailureEvent: a credential whose Secret key is missing fails
@@ -27,7 +28,7 @@ func TestAuthFailureEvent(t *testing.T) {
 	if _, err := cloud.AddInstance(simcloud.Instance{Name: "node-0", Zone: "sim-1a", Region: "sim-1", State: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	wasm, _ := simcloudModule(t, "simcloud")
+	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
 		cfg.Credentials = CredentialsConfig{Dir: t.TempDir(), Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
@@ -64,7 +63,7 @@ type ModuleConfig struct {
 	Rollout RolloutConfig `json:"rollout,omitempty"`
 	// LastKnownGood records the module that served well in the cluster, so
 	// that a restart rolls a changed module out like a hot reload
-	// (lastknowngood.go).
+	// (runtime/lifecycle).
 	LastKnownGood LastKnownGoodConfig `json:"lastKnownGood,omitempty"`
 }
 
@@ -205,7 +204,3 @@ func (c *Config) HostConfig(name string) host.Config {
 		Credentials: c.Credentials,
 	}
 }
-
-// defaultReloadGrace bounds how long a replaced module may finish in-flight
-// calls before it is closed anyway.
-const defaultReloadGrace = 2 * time.Minute

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 	"github.com/wasmccm/wasmccm/runtime/oci"
 )
@@ -49,10 +50,10 @@ func TestModuleImage(t *testing.T) {
 	dir := t.TempDir()
 	registryConfig := filepath.Join(dir, "config.json")
 	auth := base64.StdEncoding.EncodeToString([]byte("ccm:pull"))
-	writeFile(t, registryConfig, []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`))
+	lifecycletest.WriteFile(t, registryConfig, []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`))
 	keychain := oci.Options{Keychain: oci.DockerConfigKeychain(registryConfig)}
 
-	v1 := guest(t, "testprovider")
+	v1 := lifecycletest.Guest(t, "testprovider")
 	v2, v3, v4, v5 := withCustomSection(v1, "v2"), withCustomSection(v1, "v3"), withCustomSection(v1, "v4"), withCustomSection(v1, "v5")
 	refs := map[string]string{}
 	for name, wasm := range map[string][]byte{"v1": v1, "v2": v2, "v3": v3, "v4": v4} {
@@ -66,7 +67,7 @@ func TestModuleImage(t *testing.T) {
 	cacheDir := filepath.Join(dir, "cache")
 	cloudConfig := filepath.Join(dir, "cloud-config.yaml")
 	writeConfig := func(ref string, allowTags bool) {
-		writeFile(t, cloudConfig, fmt.Appendf(nil, "module: {image: %q, allowTags: %v, registryConfig: %q, imageCacheDir: %q, reloadInterval: 20ms}\n",
+		lifecycletest.WriteFile(t, cloudConfig, fmt.Appendf(nil, "module: {image: %q, allowTags: %v, registryConfig: %q, imageCacheDir: %q, reloadInterval: 20ms}\n",
 			ref, allowTags, registryConfig, cacheDir))
 	}
 	load := func() *Config {
@@ -78,7 +79,7 @@ func TestModuleImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.Module.CompilationCacheDir = compilationCache(t)
+		cfg.Module.CompilationCacheDir = lifecycletest.CompilationCache()
 		return cfg
 	}
 	served := filepath.Join(cacheDir, modulefile.ServedFile)
@@ -130,7 +131,7 @@ func TestModuleImage(t *testing.T) {
 	})
 
 	t.Run("unusable cloud-config keeps the module", func(t *testing.T) {
-		writeFile(t, cloudConfig, []byte("module: {image: "+host+"/testprovider:v3, imageCacheDir: /c}\n"))
+		lifecycletest.WriteFile(t, cloudConfig, []byte("module: {image: "+host+"/testprovider:v3, imageCacheDir: /c}\n"))
 		time.Sleep(100 * time.Millisecond)
 		servedEventually(v5)
 	})
@@ -161,7 +162,7 @@ func TestModuleImage(t *testing.T) {
 		fresh.Module.ImageCacheDir = t.TempDir()
 		// A module installed by an earlier run is not what module.image names.
 		stale := filepath.Join(fresh.Module.ImageCacheDir, modulefile.ServedFile)
-		writeFile(t, stale, v1)
+		lifecycletest.WriteFile(t, stale, v1)
 		start := time.Now()
 		err := useImage(ctx, fresh, "")
 		if err == nil || !strings.Contains(err.Error(), "module.image "+refs["v1"]) || !strings.Contains(err.Error(), "connection refused") {

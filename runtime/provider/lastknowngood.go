@@ -1,33 +1,15 @@
 package provider
 
 import (
-	"context"
 	"os"
-	"time"
 
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/component-base/metrics"
-	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
-// The last-known-good module.
-//
-// A module file changed while the CCM runs goes through the rollout guard
-// (rollout.go); a restart would skip it, and restarts are routine (drains,
-// upgrades, evictions, OOM kills, any other cloud-config change). So the
-// leader records in the cluster the module that proved itself in service,
-// and a CCM that starts with another module serves the recorded one and
-// rolls the configured one out through the same shadow period as a hot
-// reload. A configured module that cannot be read, verified or loaded is
-// then a rejected update, not a CCM that cannot start.
-//
-// The record is ConfigMaps in the CCM's namespace (modulefile.Store). A
-// module is recorded when it has served its rollback window without being
-// rolled back (at once when rollback is disabled): known good, not merely
-// promoted. It is checked when read as modulefile.Record.File says.
+// The cloud-config's side of the last-known-good record, which
+// runtime/lifecycle keeps and reads.
 
 // Defaults of module.lastKnownGood.
 const (
@@ -51,15 +33,6 @@ func (c LastKnownGoodConfig) ChunkNames() []string {
 	return modulefile.RecordNames(orDefault(c.Name, defaultLastKnownGoodName))
 }
 
-var moduleStarts = metrics.NewCounterVec(&metrics.CounterOpts{
-	Namespace: "wasmccm", Subsystem: "module", Name: "starts_total",
-	Help: "CCM starts by the module served (configured, last_known_good) and why: first_install, recorded (the configured module is the last-known-good), " +
-		"shadowing (the configured module differs and is rolled out), configured_unusable, last_known_good_unusable, capabilities_changed.",
-	StabilityLevel: metrics.ALPHA,
-}, []string{"served", "reason"})
-
-func init() { legacyregistry.MustRegister(moduleStarts) }
-
 func newLastKnownGoodStore(client typedcorev1.ConfigMapsGetter, cfg LastKnownGoodConfig) *modulefile.Store {
 	namespace := cfg.Namespace
 	if namespace == "" {
@@ -68,27 +41,10 @@ func newLastKnownGoodStore(client typedcorev1.ConfigMapsGetter, cfg LastKnownGoo
 	return modulefile.NewStore(client, namespace, orDefault(cfg.Name, defaultLastKnownGoodName))
 }
 
-// recordLastKnownGood records the module in service once it has served
-// its rollback window. The reload goroutine calls it at every poll; a
-// failed write is retried at the next poll and reported once.
-func (c *Cloud) recordLastKnownGood(ctx context.Context) {
-	if c.lastKnownGood == nil || c.served.Digest == c.recorded || c.rollout.Load() != nil {
-		return
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
 	}
-	if rb := c.cfg.Module.Rollout.Rollback.WithDefaults(); !rb.Disabled && time.Since(c.servedSince) < rb.Window.Duration {
-		return
-	}
-	source := c.cfg.Module.Path
-	if c.cfg.Module.Image != "" {
-		source = c.cfg.Module.Image
-	}
-	if err := c.lastKnownGood.Save(ctx, c.served, source); err != nil {
-		if c.recordFailed != c.served.Digest {
-			c.recordFailed = c.served.Digest
-			klog.ErrorS(err, "recording the last-known-good module failed; retrying", "record", c.lastKnownGood, "sha256", c.served.Digest)
-		}
-		return
-	}
-	c.recorded, c.recordFailed = c.served.Digest, ""
-	klog.InfoS("last-known-good module recorded", "record", c.lastKnownGood, "sha256", c.served.Digest, "source", source)
+	return v
 }

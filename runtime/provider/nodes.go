@@ -11,6 +11,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 )
@@ -51,14 +52,14 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 	if node.node == nil {
 		return "the Node is not in the Node cache"
 	}
-	if r := c.rollout.Load(); r != nil && r.phase == lifecycle.Probation {
+	if previous, digest := c.modules.Previous(); previous != nil {
 		export, in, out := c.existenceQuestion(node.node)
-		err := r.other.Call(ctx, export, in, out)
+		err := previous.Call(ctx, export, in, out)
 		if !lifecycle.Gone(export, lifecycle.Answer{Out: out, Err: err}) {
-			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", r.otherFile.Digest)
+			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", digest)
 		}
 	}
-	backend := c.backend.Load()
+	backend := c.modules.InService()
 	return c.control.Verdict(backend, c.listNodes(), node.name, func(n *v1.Node) (bool, error) {
 		export, in, out := c.existenceQuestion(n)
 		if err := (*backend).Call(ctx, export, in, out); err != nil {
@@ -66,6 +67,21 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 		}
 		return lifecycle.Gone(export, lifecycle.Answer{Out: out}), nil
 	})
+}
+
+// existenceQuestion is the call the lifecycle controller would make to
+// decide whether node is gone.
+func (c *Cloud) existenceQuestion(node *v1.Node) (string, abi.Message, abi.Message) {
+	switch {
+	case c.supports(abi.CapabilityInstancesV2):
+		n := toNode(node)
+		return abi.ExportInstanceExists, &n, new(abi.Bool)
+	case node.Spec.ProviderID != "":
+		id := abi.String(node.Spec.ProviderID)
+		return abi.ExportInstanceExistsByProviderID, &id, new(abi.Bool)
+	}
+	name := abi.String(node.Name)
+	return abi.ExportInstanceID, &name, new(abi.String)
 }
 
 // nodeCache is the Node informer the controllers share. Until it has

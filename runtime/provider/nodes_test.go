@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 func intp(v int) *int { return &v }
@@ -58,7 +59,7 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 		wantError bool
 	}{{1, true, false}, {0, false, true}} {
 		t.Run(fmt.Sprint("count=", tc.count), func(t *testing.T) {
-			c := newCloud(t, guest(t, "testprovider"), func(cfg *Config) {
+			c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *Config) {
 				cfg.Safety.MaxNodeDeletions = DeletionBudgetConfig{Count: intp(tc.count), Percent: intp(0)}
 			})
 			v2, _ := c.InstancesV2()
@@ -93,9 +94,34 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 	}
 }
 
+// TestDeletionBudgetOverModule: the all-gone module in service (shadowing
+// off) with a budget of two Nodes: two Nodes are answered gone, however
+// often they are asked, and every other answer becomes an error.
+func TestDeletionBudgetOverModule(t *testing.T) {
+	e := newSimcloudEnv(t, 5, RolloutConfig{Shadow: ShadowConfig{Disabled: true}})
+	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(2), Percent: intp(0)})
+	e.replace(t, "allgone")
+	i, _ := e.c.InstancesV2()
+	gone := map[string]bool{}
+	for range 3 {
+		for _, n := range e.nodes {
+			exists, err := i.InstanceExists(context.Background(), n)
+			switch {
+			case err == nil && !exists:
+				gone[n.Name] = true
+			case err == nil || exists:
+				t.Fatalf("InstanceExists(%s) = %v, %v", n.Name, exists, err)
+			}
+		}
+	}
+	if len(gone) != 2 || !gone["node-0"] || !gone["node-1"] {
+		t.Fatalf("answered gone for %v; want node-0 and node-1 only", gone)
+	}
+}
+
 // markReady gives names a Ready condition and waits for the Node cache to
 // see it.
-func (e *rolloutEnv) markReady(t *testing.T, names []string) {
+func (e *simcloudEnv) markReady(t *testing.T, names []string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, name := range names {
@@ -132,9 +158,9 @@ func (e *rolloutEnv) markReady(t *testing.T, names []string) {
 // control probe or the previous module contradicts is held to the budget.
 func TestCorroboratedDeletions(t *testing.T) {
 	const nodes = 10
-	deleted := func(e *rolloutEnv, id string) error { return e.cloud.DeleteInstance(id) }
-	stopped := func(e *rolloutEnv, id string) error { return e.cloud.SetInstanceState(id, "stopped") }
-	running := func(*rolloutEnv, string) error { return nil }
+	deleted := func(e *simcloudEnv, id string) error { return e.cloud.DeleteInstance(id) }
+	stopped := func(e *simcloudEnv, id string) error { return e.cloud.SetInstanceState(id, "stopped") }
+	running := func(*simcloudEnv, string) error { return nil }
 	noShadow := RolloutConfig{Shadow: ShadowConfig{Disabled: true}}
 	noShadowNoRollback := RolloutConfig{Shadow: ShadowConfig{Disabled: true}, Rollback: RollbackConfig{Disabled: true}}
 	cases := []struct {
@@ -144,7 +170,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 		// module replaces simcloud's before the Nodes go down, if set.
 		module   string
 		down     int
-		goDown   func(e *rolloutEnv, id string) error
+		goDown   func(e *simcloudEnv, id string) error
 		noReady  bool
 		wantGone int
 		wantWhy  string
@@ -161,7 +187,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newRolloutEnv(t, nodes, tc.rollout)
+			e := newSimcloudEnv(t, nodes, tc.rollout)
 			e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
 			if !tc.noReady {
 				var ready []string
@@ -211,7 +237,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 // TestControlProbeIsCached: a scale-down of many Nodes probes the module
 // once per deletion.ProbeTTL, not once per Node.
 func TestControlProbeIsCached(t *testing.T) {
-	e := newRolloutEnv(t, 20, RolloutConfig{})
+	e := newSimcloudEnv(t, 20, RolloutConfig{})
 	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0)})
 	var ready []string
 	for _, n := range e.nodes[8:] {
@@ -223,10 +249,12 @@ func TestControlProbeIsCached(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	counting := &countingBackend{Backend: *e.c.backend.Load()}
-	var b Backend = counting
-	e.c.backend.Store(&b)
-	i, _ := e.c.InstancesV2()
+	// The same module and Node cache, its calls counted.
+	counting := &countingBackend{Backend: *e.c.modules.InService()}
+	c := NewWithBackend(e.c.cfg, counting)
+	c.nodes.Store(e.c.nodes.Load())
+	c.budget = e.c.budget
+	i, _ := c.InstancesV2()
 	before := requests(e)
 	for _, n := range e.nodes[:8] {
 		if exists, err := i.InstanceExists(context.Background(), n); exists || err != nil {

@@ -26,13 +26,13 @@ func (c *Cloud) OrphanSweep() sweep.Config { return c.cfg.OrphanSweep }
 // is not a question the controllers ask.
 func (c *Cloud) ListOwnedLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, any, error) {
 	for {
-		b := c.backend.Load()
+		b := c.modules.InService()
 		if !c.supports(abi.CapabilityLoadBalancer) || !(*b).Info().Exports(abi.ExportListLoadBalancers) {
 			return nil, b, sweep.ErrUnsupported
 		}
 		in, out := abi.String(clusterName), abi.OwnedLoadBalancers(nil)
 		err := (*b).Call(ctx, abi.ExportListLoadBalancers, &in, &out)
-		if errors.Is(err, host.ErrClosed) && c.backend.Load() != b {
+		if errors.Is(err, host.ErrClosed) && c.modules.InService() != b {
 			continue
 		}
 		if err != nil {

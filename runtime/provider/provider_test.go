@@ -1,22 +1,10 @@
 package provider
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
-	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,63 +13,18 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
-	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
-
-func guest(t testing.TB, name string) []byte {
-	t.Helper()
-	path, err := wasmbuild.Build(filepath.Join("..", "host", "testdata", "guests", name), wasmbuild.Go)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wasm, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return wasm
-}
-
-// signer returns a new P-256 public key, PEM-encoded, and a function
-// signing with it as `cosign sign-blob` does.
-func signer(t testing.TB) ([]byte, func([]byte) []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), func(b []byte) []byte {
-		sum := sha256.Sum256(b)
-		sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
-		if err != nil {
-			t.Fatal(err)
-		}
-		return []byte(base64.StdEncoding.EncodeToString(sig) + "\n")
-	}
-}
-
-func writeFile(t testing.TB, path string, data []byte) {
-	t.Helper()
-	// Write then rename, as the kubelet's atomic volume update does, so a
-	// poll never reads half a file.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func newCloud(t testing.TB, wasm []byte, mutate func(*Config)) *Cloud {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "provider.wasm")
-	writeFile(t, path, wasm)
+	lifecycletest.WriteFile(t, path, wasm)
 	// A shared compilation cache keeps reloads of an already-seen module
 	// fast, as it does in production.
-	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: compilationCache(t)}, Limits: LimitsConfig{PoolSize: 2, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
+	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: lifecycletest.CompilationCache()}, Limits: LimitsConfig{PoolSize: 2, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -93,19 +36,12 @@ func newCloud(t testing.TB, wasm []byte, mutate func(*Config)) *Cloud {
 	return c
 }
 
-// compilationCache is the compilation cache the end-to-end suite's CCMs
-// use too: the test modules are compiled once per content, not once per
-// test process.
-func compilationCache(testing.TB) string {
-	return filepath.Join(wasmbuild.CacheDir(), "compilation")
-}
-
 func node(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
 
 // TestInstanceExistsNeverGuesses is the rule that protects Nodes: only an
 // explicit "false" from the module reports an instance as gone.
 func TestInstanceExistsNeverGuesses(t *testing.T) {
-	c := newCloud(t, guest(t, "testprovider"), nil)
+	c := newCloud(t, lifecycletest.Guest(t, "testprovider"), nil)
 	i, ok := c.InstancesV2()
 	if !ok {
 		t.Fatal("InstancesV2 not supported")
@@ -140,7 +76,7 @@ func TestInstanceExistsNeverGuesses(t *testing.T) {
 }
 
 func TestLoadBalancerMapping(t *testing.T) {
-	c := newCloud(t, guest(t, "testprovider"), func(cfg *Config) { cfg.ClusterName = "prod" })
+	c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *Config) { cfg.ClusterName = "prod" })
 	lb, ok := c.LoadBalancer()
 	if !ok {
 		t.Fatal("LoadBalancer not supported")
@@ -170,7 +106,7 @@ func TestLoadBalancerMapping(t *testing.T) {
 }
 
 func TestCapabilitiesAreMasked(t *testing.T) {
-	c := newCloud(t, guest(t, "minimal"), nil)
+	c := newCloud(t, lifecycletest.Guest(t, "minimal"), nil)
 	if _, ok := c.InstancesV2(); !ok {
 		t.Fatal("InstancesV2 should be supported")
 	}
@@ -187,96 +123,13 @@ func TestCapabilitiesAreMasked(t *testing.T) {
 	}
 }
 
-func gz(t testing.TB, data []byte) []byte {
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	zw.Write(data)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
-// TestHotReload swaps the module file repeatedly under continuous calls:
-// valid replacements take over with zero failed calls, invalid ones are
-// refused and the module in service keeps answering. Shadowing is off, so
-// that each replacement takes over at once (rollout_test.go covers it).
-func TestHotReload(t *testing.T) {
-	wasm := guest(t, "testprovider")
-	versions := [][]byte{gz(t, wasm), wasm} // same provider, different files
-	c := newCloud(t, wasm, func(cfg *Config) { cfg.Module.Rollout.Shadow.Disabled = true })
-	path := c.cfg.Module.Path
-	i, _ := c.InstancesV2()
-
-	var calls, failures atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := 0; w < 3; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				calls.Add(1)
-				if ok, err := i.InstanceExists(context.Background(), node("present")); err != nil || !ok {
-					failures.Add(1)
-					t.Errorf("call during reload: %v %v", ok, err)
-				}
-			}
-		}()
-	}
-	ctx := context.Background()
-	const swaps = 6
-	for n := 0; n < swaps; n++ {
-		writeFile(t, path, versions[n%2])
-		c.reloadIfChanged(ctx)
-		if got := sha256.Sum256(versions[n%2]); c.served.Digest != hexString(got[:]) {
-			t.Fatalf("swap %d did not take effect", n)
-		}
-	}
-	before := c.served.Digest
-	for _, bad := range []struct {
-		name string
-		data []byte
-	}{
-		{"garbage", []byte("not wasm")},
-		{"fewer capabilities", guest(t, "minimal")},
-	} {
-		writeFile(t, path, bad.data)
-		c.reloadIfChanged(ctx)
-		if c.served.Digest != before {
-			t.Fatalf("%s module replaced the one in service", bad.name)
-		}
-	}
-	close(stop)
-	wg.Wait()
-	if failures.Load() != 0 || calls.Load() == 0 {
-		t.Fatalf("%d of %d calls failed during %d reloads", failures.Load(), calls.Load(), swaps)
-	}
-	t.Logf("%d calls, 0 failed, across %d reloads and 2 rejected files", calls.Load(), swaps)
-}
-
-func hexString(b []byte) string {
-	const digits = "0123456789abcdef"
-	out := make([]byte, 0, 2*len(b))
-	for _, c := range b {
-		out = append(out, digits[c>>4], digits[c&15])
-	}
-	return string(out)
-}
-
 func TestModuleIntegrity(t *testing.T) {
-	wasm := guest(t, "minimal")
+	wasm := lifecycletest.Guest(t, "minimal")
 	dir := t.TempDir()
-	publicKey, sign := signer(t)
+	publicKey, sign := lifecycletest.Signer(t)
 	pubPath, sigPath := filepath.Join(dir, "cosign.pub"), filepath.Join(dir, "provider.wasm.sig")
-	writeFile(t, pubPath, publicKey)
-	writeFile(t, sigPath, sign(wasm))
-	digest := sha256.Sum256(wasm)
+	lifecycletest.WriteFile(t, pubPath, publicKey)
+	lifecycletest.WriteFile(t, sigPath, sign(wasm))
 
 	cases := []struct {
 		name    string
@@ -284,18 +137,18 @@ func TestModuleIntegrity(t *testing.T) {
 		cfg     ModuleConfig
 		wantErr string
 	}{
-		{"pinned", wasm, ModuleConfig{SHA256: "sha256:" + hexString(digest[:])}, ""},
+		{"pinned", wasm, ModuleConfig{SHA256: "sha256:" + lifecycletest.Digest(wasm)}, ""},
 		{"pin mismatch", wasm, ModuleConfig{SHA256: strings.Repeat("0", 64)}, "sha256 mismatch"},
 		{"signed", wasm, ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, ""},
 		{"tampered", append(append([]byte{}, wasm...), 0), ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, "signature does not verify"},
 		{"not wasm", []byte("hello"), ModuleConfig{}, "invalid wasm module"},
-		{"600,000 functions", gz(t, wt.Module{Funcs: make([]wt.Func, 600_000)}.Bytes()), ModuleConfig{},
+		{"600,000 functions", lifecycletest.Gzip(t, wt.Module{Funcs: make([]wt.Func, 600_000)}.Bytes()), ModuleConfig{},
 			"module defines 600000 functions, more than the 50000 the host compiles"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Path = filepath.Join(t.TempDir(), "provider.wasm")
-			writeFile(t, tc.cfg.Path, tc.module)
+			lifecycletest.WriteFile(t, tc.cfg.Path, tc.module)
 			c, err := New(context.Background(), &Config{Module: tc.cfg})
 			if tc.wantErr == "" {
 				if err != nil {

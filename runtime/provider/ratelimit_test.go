@@ -22,6 +22,7 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -79,11 +80,11 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	creds := t.TempDir()
-	writeFile(t, filepath.Join(creds, "token"), []byte("t"))
+	lifecycletest.WriteFile(t, filepath.Join(creds, "token"), []byte("t"))
 	if _, err := cloud.AddInstance(simcloud.Instance{Name: "node-0", Zone: "sim-1a", Region: "sim-1", State: "running"}); err != nil {
 		t.Fatal(err)
 	}
-	wasm, _ := simcloudModule(t, "simcloud")
+	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
 		cfg.HTTP.RateLimits = []host.RateLimit{{Origin: srv.URL, PerHour: 1}}
@@ -105,8 +106,9 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 		}
 	}
 
-	// The module a reload would put in service shares the budget.
-	reloaded, err := c.load(context.Background(), modulefile.File{Wasm: wasm})
+	// The module a reload would put in service shares the budget: the
+	// lifecycle loads it in shadow with the provider's grants.
+	reloaded, err := c.instantiate(context.Background(), modulefile.File{Wasm: wasm}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +117,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	if err := reloaded.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "node-1"}, &exists); !errors.Is(err, host.ErrShadowThrottled) {
 		t.Fatalf("reloaded module in shadow: %v, want ErrShadowThrottled", err)
 	}
-	setShadow(reloaded, false)
+	reloaded.(*host.Module).SetShadow(false)
 	var status *host.StatusError
 	if err := reloaded.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "node-1"}, &exists); !errors.As(err, &status) || status.Status != abi.StatusRetryAfter {
 		t.Fatalf("reloaded module promoted: %v, want RetryAfter", err)

@@ -1,4 +1,4 @@
-package provider
+package lifecycle
 
 import (
 	"bytes"
@@ -14,28 +14,29 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmtest"
 	"github.com/wasmccm/wasmccm/runtime/events"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
-// startWith starts a Cloud as the CCM does, over the record in client,
-// with configured as the module file.
-func startWith(t *testing.T, client *fake.Clientset, configured []byte, mutate func(*Config)) (*Cloud, error) {
+// recordIn is the last-known-good record in client, where the CCM keeps
+// it by default.
+func recordIn(client *fake.Clientset) *modulefile.Store {
+	return modulefile.NewStore(client.CoreV1(), "kube-system", "wasmccm-last-known-good")
+}
+
+// startWith starts a Manager as the CCM does, over the record in client,
+// with configured as the module file and one instance per module.
+func startWith(t *testing.T, client *fake.Clientset, configured []byte, mutate func(*testModule)) (*Manager, *testModule, error) {
 	t.Helper()
-	_, grants := simcloudGrants(t)
-	path := filepath.Join(t.TempDir(), "provider.wasm")
-	writeFile(t, path, configured)
-	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: compilationCache(t)},
-		Limits: LimitsConfig{PoolSize: 1, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
-	grants(cfg)
+	_, grants := lifecycletest.Simcloud(t)
+	tm := newTestModule(t, configured, grants)
+	tm.host.PoolSize = 1
+	tm.opts.Record = recordIn(client)
 	if mutate != nil {
-		mutate(cfg)
+		mutate(tm)
 	}
-	store := newLastKnownGoodStore(client.CoreV1(), LastKnownGoodConfig{Namespace: "kube-system"})
-	c, err := start(context.Background(), cfg, store, nil)
-	if err == nil {
-		t.Cleanup(func() { c.Close(context.Background()) })
-	}
-	return c, err
+	m, err := tm.start(t)
+	return m, tm, err
 }
 
 // saveRecord stores wasm as the last-known-good in client.
@@ -45,8 +46,7 @@ func saveRecord(t *testing.T, client *fake.Clientset, wasm []byte) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := newLastKnownGoodStore(client.CoreV1(), LastKnownGoodConfig{Namespace: "kube-system"})
-	if err := store.Save(context.Background(), file, "test"); err != nil {
+	if err := recordIn(client).Save(context.Background(), file, "test"); err != nil {
 		t.Fatal(err)
 	}
 	return file.Digest
@@ -74,11 +74,11 @@ func damage(t *testing.T, client *fake.Clientset) {
 // TestStartWithLastKnownGood covers each start: which module serves,
 // which is rolled out, and what is reported.
 func TestStartWithLastKnownGood(t *testing.T) {
-	good, goodDigest := simcloudModule(t, "simcloud")
-	allGone, allGoneDigest := simcloudModule(t, "allgone")
+	good, goodDigest := lifecycletest.SimcloudModule(t, "simcloud")
+	allGone, allGoneDigest := lifecycletest.SimcloudModule(t, "allgone")
 	corrupt := []byte("\x00asm but not really a module")
-	// A module whose init never returns: New gives up after the call
-	// timeout, whatever context start has.
+	// A module whose init never returns: loading it gives up after the
+	// call timeout, whatever context the start has.
 	method := []byte{wasmtest.I32, wasmtest.I32}
 	initHangs := wasmtest.Module{MemoryPages: 1, Funcs: []wasmtest.Func{
 		{Export: abi.ExportABIVersion, Results: []byte{wasmtest.I32}, Body: wasmtest.I32Const(abi.Version)},
@@ -115,7 +115,7 @@ func TestStartWithLastKnownGood(t *testing.T) {
 			if tt.damaged {
 				damage(t, client)
 			}
-			c, err := startWith(t, client, tt.configured, nil)
+			m, tm, err := startWith(t, client, tt.configured, nil)
 			if tt.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "invalid version header") {
 					t.Fatalf("err = %v, want one naming both problems (%q and the configured module's)", err, tt.wantErr)
@@ -125,16 +125,11 @@ func TestStartWithLastKnownGood(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.served.Digest != tt.wantServed || c.candidate() != tt.wantShadow || c.recorded != tt.wantRecorded {
+			if m.served.Digest != tt.wantServed || m.candidate() != tt.wantShadow || m.recorded != tt.wantRecorded {
 				t.Fatalf("served %.12s, in shadow %.12s, recorded %.12s; want %.12s, %.12s, %.12s",
-					c.served.Digest, c.candidate(), c.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
+					m.served.Digest, m.candidate(), m.recorded, tt.wantServed, tt.wantShadow, tt.wantRecorded)
 			}
-			var starts []string
-			for _, e := range c.events.pending {
-				if e.reason == events.ModuleStart {
-					starts = append(starts, e.message)
-				}
-			}
+			starts := tm.events.messages(events.ModuleStart)
 			if tt.wantEvent == "" && len(starts) > 0 || tt.wantEvent != "" && (len(starts) != 1 || !strings.Contains(starts[0], tt.wantEvent)) {
 				t.Fatalf("ModuleStart Events %q, want %q", starts, tt.wantEvent)
 			}
@@ -145,43 +140,43 @@ func TestStartWithLastKnownGood(t *testing.T) {
 // TestLastKnownGoodRequiresSignature: with signatures required, an
 // unsigned record cannot stand in for the configured module.
 func TestLastKnownGoodRequiresSignature(t *testing.T) {
-	good, _ := simcloudModule(t, "simcloud")
-	allGone, allGoneDigest := simcloudModule(t, "allgone")
+	good, _ := lifecycletest.SimcloudModule(t, "simcloud")
+	allGone, allGoneDigest := lifecycletest.SimcloudModule(t, "allgone")
 	client := fake.NewClientset()
 	saveRecord(t, client, good)
-	key, sign := signer(t)
-	c, err := startWith(t, client, allGone, func(cfg *Config) {
+	key, sign := lifecycletest.Signer(t)
+	m, tm, err := startWith(t, client, allGone, func(tm *testModule) {
 		dir := t.TempDir()
-		cfg.Module.PublicKeyPath, cfg.Module.SignaturePath = filepath.Join(dir, "key.pub"), filepath.Join(dir, "module.sig")
-		writeFile(t, cfg.Module.PublicKeyPath, key)
-		writeFile(t, cfg.Module.SignaturePath, sign(allGone))
+		tm.opts.Trust = modulefile.Trust{PublicKeyPath: filepath.Join(dir, "key.pub"), SignaturePath: filepath.Join(dir, "module.sig")}
+		lifecycletest.WriteFile(t, tm.opts.Trust.PublicKeyPath, key)
+		lifecycletest.WriteFile(t, tm.opts.Trust.SignaturePath, sign(allGone))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.served.Digest != allGoneDigest || !strings.Contains(c.events.pending[0].message, "recorded without a signature") {
-		t.Fatalf("served %.12s, Events %v; want the signed configured module, the unsigned record refused", c.served.Digest, c.events.pending)
+	if starts := tm.events.messages(events.ModuleStart); m.served.Digest != allGoneDigest || len(starts) == 0 || !strings.Contains(starts[0], "recorded without a signature") {
+		t.Fatalf("served %.12s, Events %v; want the signed configured module, the unsigned record refused", m.served.Digest, starts)
 	}
 }
 
 // TestRecordLastKnownGood: the module in service is recorded once it has
 // served its rollback window, and reads back whole.
 func TestRecordLastKnownGood(t *testing.T) {
-	good, goodDigest := simcloudModule(t, "simcloud")
+	good, goodDigest := lifecycletest.SimcloudModule(t, "simcloud")
 	client := fake.NewClientset()
-	c, err := startWith(t, client, good, func(cfg *Config) { cfg.Module.Rollout.Rollback.Window.Duration = time.Hour })
+	m, _, err := startWith(t, client, good, func(tm *testModule) { tm.opts.Rollout.Rollback.Window.Duration = time.Hour })
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	c.recordLastKnownGood(ctx)
-	if rec, err := c.lastKnownGood.Load(ctx); err != nil || rec != nil {
+	m.recordLastKnownGood(ctx)
+	if rec, err := m.opts.Record.Load(ctx); err != nil || rec != nil {
 		t.Fatalf("record %v, %v before the rollback window passed; want none", rec, err)
 	}
-	c.servedSince = time.Now().Add(-time.Hour)
-	c.recordLastKnownGood(ctx)
-	rec, err := c.lastKnownGood.Load(ctx)
-	if err != nil || rec == nil || rec.Digest != goodDigest || !bytes.Equal(rec.Raw, good) || c.recorded != goodDigest {
+	m.servedSince = time.Now().Add(-time.Hour)
+	m.recordLastKnownGood(ctx)
+	rec, err := m.opts.Record.Load(ctx)
+	if err != nil || rec == nil || rec.Digest != goodDigest || !bytes.Equal(rec.Raw, good) || m.recorded != goodDigest {
 		t.Fatalf("record %v, %v; want %s", rec, err, goodDigest)
 	}
 }

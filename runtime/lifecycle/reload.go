@@ -1,4 +1,4 @@
-package provider
+package lifecycle
 
 import (
 	"context"
@@ -12,8 +12,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/runtime/events"
-	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
@@ -25,24 +23,6 @@ var reloads = metrics.NewCounterVec(&metrics.CounterOpts{
 
 func init() { legacyregistry.MustRegister(reloads) }
 
-// ReadModule reads the module cfg names and applies every check it asks
-// for (sha256 pin, then signature, both over the file's bytes as stored),
-// returning the decompressed wasm. The CCM and the wasmccm tool both load
-// modules through it, so neither can skip a check the other makes.
-func ReadModule(cfg ModuleConfig) ([]byte, error) {
-	file, err := readModuleFile(cfg)
-	return file.Wasm, err
-}
-
-func readModuleFile(cfg ModuleConfig) (modulefile.File, error) {
-	return modulefile.Read(cfg.Path, cfg.trust())
-}
-
-// trust is what the module file must satisfy.
-func (m ModuleConfig) trust() modulefile.Trust {
-	return modulefile.Trust{SHA256: m.SHA256, PublicKeyPath: m.PublicKeyPath, SignaturePath: m.SignaturePath}
-}
-
 // rolloutTick paces a rollout begun at start, and the last-known-good
 // record, when hot reload is off.
 const rolloutTick = 5 * time.Second
@@ -52,43 +32,44 @@ const rolloutTick = 5 * time.Second
 // kubelet updates a ConfigMap volume by swapping a "..data" symlink, which
 // a per-file watch misses, and one stat-and-read every few seconds is
 // cheap.
-func (c *Cloud) watch(ctx context.Context) {
-	reload := c.cfg.Module.ReloadInterval.Duration
+func (m *Manager) watch(ctx context.Context) {
+	reload := m.opts.ReloadInterval
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if reload > 0 {
-			c.reloadIfChanged(ctx)
+			m.Reload(ctx)
 		}
-		c.advanceRollout(ctx)
-		c.recordLastKnownGood(ctx)
+		m.advanceRollout(ctx)
+		m.recordLastKnownGood(ctx)
 	}, orDefault(reload, rolloutTick))
 }
 
-// reloadIfChanged starts the rollout of the module file's new content, if
-// any (rollout.go). The new module is compiled and initialised off the
-// call path; any problem keeps the module in service.
-func (c *Cloud) reloadIfChanged(ctx context.Context) {
-	file, err := readModuleFile(c.cfg.Module)
-	if err == nil && (file.Digest == c.served.Digest || file.Digest == c.candidate()) {
+// Reload starts the rollout of the module file's new content, if any
+// (rollout.go); the reload goroutine calls it at every poll. The new
+// module is compiled and initialised off the call path; any problem keeps
+// the module in service.
+func (m *Manager) Reload(ctx context.Context) {
+	file, err := modulefile.Read(m.opts.Path, m.opts.Trust)
+	if err == nil && (file.Digest == m.served.Digest || file.Digest == m.candidate()) {
 		return
 	}
-	if c.refused.covers(file, err) {
+	if m.refused.covers(file, err) {
 		return
 	}
 	var mod Backend
 	if err == nil {
-		mod, err = c.load(ctx, file)
+		mod, err = m.load(ctx, file)
 	}
 	if err != nil {
-		c.refused = checksFailed(file, err)
+		m.refused = checksFailed(file, err)
 		reloads.WithLabelValues("rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
-			"path", c.cfg.Module.Path, "rejectedSHA256", file.Digest, "currentSHA256", c.served.Digest)
-		c.events.emit(events.ModuleRejected,
-			"new module "+file.Digest+" rejected, "+c.served.Digest+" stays in service: "+err.Error())
+			"path", m.opts.Path, "rejectedSHA256", file.Digest, "currentSHA256", m.served.Digest)
+		m.opts.Emit(events.ModuleRejected,
+			"new module "+file.Digest+" rejected, "+m.served.Digest+" stays in service: "+err.Error())
 		return
 	}
-	c.refused = refusal{}
-	c.startRollout(mod, file)
+	m.refused = refusal{}
+	m.startRollout(mod, file)
 }
 
 // refusal is the last module file refused, so that it is reported once,
@@ -117,8 +98,8 @@ func (r refusal) covers(file modulefile.File, err error) bool {
 }
 
 // candidate is the digest of the module in shadow, if any.
-func (c *Cloud) candidate() string {
-	if r := c.rollout.Load(); r != nil && r.phase == lifecycle.Shadow {
+func (m *Manager) candidate() string {
+	if r := m.rollout.Load(); r != nil && r.phase == Shadow {
 		return r.file.Digest
 	}
 	return ""
@@ -126,32 +107,15 @@ func (c *Cloud) candidate() string {
 
 // load compiles and initialises a module file, in shadow (its init
 // included), and checks that it can stand in for the module in service.
-func (c *Cloud) load(ctx context.Context, file modulefile.File) (Backend, error) {
-	mod, err := c.instantiate(ctx, file, true)
+func (m *Manager) load(ctx context.Context, file modulefile.File) (Backend, error) {
+	mod, err := m.opts.Load(ctx, file, true)
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Equal(mod.Info().Capabilities, c.capabilities.Capabilities) {
+	if !slices.Equal(mod.Info().Capabilities, m.capabilities.Capabilities) {
 		mod.Close(ctx)
 		return nil, fmt.Errorf("new module's capabilities %v differ from %v, which the controllers were started with; restart the CCM to change them",
-			mod.Info().Capabilities, c.capabilities.Capabilities)
+			mod.Info().Capabilities, m.capabilities.Capabilities)
 	}
 	return mod, nil
-}
-
-// instantiate compiles and initialises a module file with the grants of
-// the cloud-config; shadow starts it as a candidate, which gets only the
-// rate budget's spare room (host.RateBudget).
-func (c *Cloud) instantiate(ctx context.Context, file modulefile.File, shadow bool) (Backend, error) {
-	cfg := c.auth.hostConfig(c.cfg)
-	cfg.HTTP.Shadow = shadow
-	return host.New(ctx, file.Wasm, cfg)
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }

@@ -1,4 +1,4 @@
-package provider
+package lifecycle
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -17,13 +16,12 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
-// The rollout of a changed module file (runtime/lifecycle decides, this
-// file carries out): shadow calls, the probe of the Nodes, promotion,
-// rejection and rollback, with their metrics, logs and Events.
+// The rollout of a changed module file, as judge.go decides: shadow
+// calls, the probe of the Nodes, promotion, rejection and rollback, with
+// their metrics, logs and Events.
 
 var shadowCalls = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "module", Name: "shadow_calls_total",
@@ -37,7 +35,7 @@ func init() { legacyregistry.MustRegister(shadowCalls) }
 // one atomic pointer, nil when no change is in progress; its decisions
 // are taken by the reload goroutine.
 type rollout struct {
-	phase   lifecycle.Phase
+	phase   Phase
 	started time.Time
 	// file is the new module's; other is the candidate in shadow, or the
 	// previous module (otherFile) during probation.
@@ -48,9 +46,8 @@ type rollout struct {
 	// Shadow.
 	sem   chan struct{}
 	mu    sync.Mutex
-	stats lifecycle.Stats
-	// probe is the progress of the probe of the Nodes (a
-	// lifecycle.NodeProbe).
+	stats Stats
+	// probe is the progress of the probe of the Nodes (a NodeProbe).
 	probe        atomic.Int32
 	probedAll    atomic.Bool
 	waitReported bool
@@ -62,14 +59,14 @@ type rollout struct {
 // observe sees every answer of the module in service while a rollout is in
 // progress.
 func (r *rollout) observe(ctx context.Context, export string, in, out abi.Message, err error) {
-	if r.phase == lifecycle.Probation {
+	if r.phase == Probation {
 		r.calls.Add(1)
 		if isModuleFailure(err) {
 			r.failures.Add(1)
 		}
 		return
 	}
-	if !lifecycle.Shadowed(export) {
+	if !Shadowed(export) {
 		return
 	}
 	select {
@@ -83,7 +80,7 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 	}
 	go func() {
 		defer func() { <-r.sem }()
-		r.shadow(ctx, export, in, lifecycle.Answer{Out: out, Err: err})
+		r.shadow(ctx, export, in, Answer{Out: out, Err: err})
 	}()
 }
 
@@ -93,14 +90,14 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 // whether the call was compared: a call in which the rate budget refused
 // the candidate a request is only counted, since the candidate's answer
 // was shaped by the host's refusal and is no evidence either way.
-func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService lifecycle.Answer) (compared bool) {
+func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService Answer) (compared bool) {
 	ctx := context.WithoutCancel(callerCtx)
 	if deadline, ok := callerCtx.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	candidate := lifecycle.Answer{Out: lifecycle.NewOut(inService.Out)}
+	candidate := Answer{Out: NewOut(inService.Out)}
 	candidate.Err = r.other.Call(ctx, export, in, candidate.Out)
 	if errors.Is(candidate.Err, host.ErrClosed) {
 		return false // the rollout ended meanwhile
@@ -137,61 +134,61 @@ func isModuleFailure(err error) bool {
 
 // startRollout takes a new module, compiled and checked, into service: in
 // shadow, or at once when shadowing is disabled.
-func (c *Cloud) startRollout(mod Backend, file modulefile.File) {
-	c.endRollout()
+func (m *Manager) startRollout(mod Backend, file modulefile.File) {
+	m.endRollout()
 	setShadow(mod, true)
-	cfg := c.cfg.Module.Rollout.Shadow.WithDefaults()
+	cfg := m.opts.Rollout.Shadow.WithDefaults()
 	if cfg.Disabled {
-		c.promote(mod, file, "shadow comparison disabled")
+		m.promote(mod, file, "shadow comparison disabled")
 		return
 	}
 	digest := file.Digest
 	r := &rollout{
-		phase: lifecycle.Shadow, started: time.Now(), file: file, other: mod,
+		phase: Shadow, started: time.Now(), file: file, other: mod,
 		sem: make(chan struct{}, cfg.Concurrency),
 	}
-	c.rollout.Store(r)
+	m.rollout.Store(r)
 	msg := fmt.Sprintf("new module %s in shadow: %s stays in service until the new one has been compared on %d calls over at least %s",
-		digest, c.served.Digest, cfg.Calls, cfg.Duration.Duration)
-	klog.InfoS("new module in shadow", "path", c.cfg.Module.Path, "candidateSHA256", digest, "currentSHA256", c.served.Digest)
-	c.events.emit(events.ModuleShadowing, msg)
+		digest, m.served.Digest, cfg.Calls, cfg.Duration.Duration)
+	klog.InfoS("new module in shadow", "path", m.opts.Path, "candidateSHA256", digest, "currentSHA256", m.served.Digest)
+	m.opts.Emit(events.ModuleShadowing, msg)
 }
 
 // advanceRollout takes the decisions due; the reload goroutine calls it at
 // every poll.
-func (c *Cloud) advanceRollout(ctx context.Context) {
-	r := c.rollout.Load()
+func (m *Manager) advanceRollout(ctx context.Context) {
+	r := m.rollout.Load()
 	if r == nil {
 		return
 	}
-	if r.phase == lifecycle.Probation {
-		c.judgeProbation(r)
+	if r.phase == Probation {
+		m.judgeProbation(r)
 		return
 	}
-	cfg := c.cfg.Module.Rollout.Shadow.WithDefaults()
+	cfg := m.opts.Rollout.Shadow.WithDefaults()
 	// Read before the stats: a finished probe's comparisons are in them.
-	probe := lifecycle.NodeProbe(r.probe.Load())
+	probe := NodeProbe(r.probe.Load())
 	r.mu.Lock()
 	stats := r.stats.Clone()
 	r.mu.Unlock()
-	action, why := lifecycle.JudgeShadow(cfg, stats, time.Since(r.started), probe, r.probedAll.Load())
+	action, why := JudgeShadow(cfg, stats, time.Since(r.started), probe, r.probedAll.Load())
 	switch action {
-	case lifecycle.Reject:
-		c.rejectCandidate(r, why, stats)
-	case lifecycle.StartNodeProbe:
-		r.probe.Store(int32(lifecycle.NodeProbeRunning))
-		go c.probeNodes(context.WithoutCancel(ctx), r, cfg.Calls)
-	case lifecycle.AwaitComparisons:
+	case Reject:
+		m.rejectCandidate(r, why, stats)
+	case StartNodeProbe:
+		r.probe.Store(int32(NodeProbeRunning))
+		go m.probeNodes(context.WithoutCancel(ctx), r, cfg.Calls)
+	case AwaitComparisons:
 		if !r.waitReported {
 			r.waitReported = true
 			compared := stats.Compared()
 			msg := fmt.Sprintf("new module %s stays in shadow: %d of %d comparisons so far (%s); it is promoted when enough calls were compared",
 				r.file.Digest, compared, cfg.Calls, stats)
 			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.Digest, "compared", compared, "needed", cfg.Calls)
-			c.events.emit(events.ModuleShadowing, msg)
+			m.opts.Emit(events.ModuleShadowing, msg)
 		}
-	case lifecycle.Promote:
-		c.promote(r.other, r.file, stats.String())
+	case Promote:
+		m.promote(r.other, r.file, stats.String())
 	}
 }
 
@@ -203,94 +200,79 @@ func (c *Cloud) advanceRollout(ctx context.Context) {
 // they became NotReady. It costs two cloud calls per Node probed, once per
 // rollout. probedAll is set only if every Node was compared: a Node whose
 // call the rate budget left uncompared was not probed.
-func (c *Cloud) probeNodes(ctx context.Context, r *rollout, limit int) {
-	defer r.probe.Store(int32(lifecycle.NodeProbeDone))
-	nodes := c.listNodes()
+func (m *Manager) probeNodes(ctx context.Context, r *rollout, limit int) {
+	defer r.probe.Store(int32(NodeProbeDone))
+	nodes := m.opts.ListNodes()
 	all := len(nodes) <= limit
 	defer func() { r.probedAll.Store(all) }()
 	for i, node := range nodes {
-		if i == limit || c.rollout.Load() != r {
+		if i == limit || m.rollout.Load() != r {
 			return
 		}
-		export, in, out := c.existenceQuestion(node)
-		err := (*c.backend.Load()).Call(ctx, export, in, out)
+		export, in, out := m.opts.ExistenceQuestion(node)
+		err := (*m.backend.Load()).Call(ctx, export, in, out)
 		r.sem <- struct{}{}
-		all = r.shadow(ctx, export, in, lifecycle.Answer{Out: out, Err: err}) && all
+		all = r.shadow(ctx, export, in, Answer{Out: out, Err: err}) && all
 		<-r.sem
 	}
 }
 
-// existenceQuestion is the call the lifecycle controller would make to
-// decide whether node is gone.
-func (c *Cloud) existenceQuestion(node *v1.Node) (string, abi.Message, abi.Message) {
-	switch {
-	case c.supports(abi.CapabilityInstancesV2):
-		n := toNode(node)
-		return abi.ExportInstanceExists, &n, new(abi.Bool)
-	case node.Spec.ProviderID != "":
-		id := abi.String(node.Spec.ProviderID)
-		return abi.ExportInstanceExistsByProviderID, &id, new(abi.Bool)
-	}
-	name := abi.String(node.Name)
-	return abi.ExportInstanceID, &name, new(abi.String)
-}
-
 // rejectCandidate ends a shadow period with the old module in service.
-func (c *Cloud) rejectCandidate(r *rollout, why string, stats lifecycle.Stats) {
-	c.rollout.Store(nil)
+func (m *Manager) rejectCandidate(r *rollout, why string, stats Stats) {
+	m.rollout.Store(nil)
 	closeLater(r.other, "the rejected module")
-	c.refused = refusal{digest: r.file.Digest}
+	m.refused = refusal{digest: r.file.Digest}
 	reloads.WithLabelValues("rejected").Inc()
 	names := make([]string, len(stats.First))
 	for i, d := range stats.First {
 		names[i] = d.String()
 	}
 	klog.ErrorS(nil, "new module rejected in shadow; the current module stays in service", "reason", why,
-		"rejectedSHA256", r.file.Digest, "currentSHA256", c.served.Digest, "disagreements", names, "comparison", stats.String())
-	c.events.emit(events.ModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
-		r.file.Digest, c.served.Digest, why, strings.Join(names, "; "), stats))
+		"rejectedSHA256", r.file.Digest, "currentSHA256", m.served.Digest, "disagreements", names, "comparison", stats.String())
+	m.opts.Emit(events.ModuleRejected, fmt.Sprintf("new module %s rejected, %s stays in service: %s; first disagreements: %s; %s",
+		r.file.Digest, m.served.Digest, why, strings.Join(names, "; "), stats))
 }
 
 // promote puts mod in service and keeps the module it replaces for the
 // rollback window.
-func (c *Cloud) promote(mod Backend, file modulefile.File, summary string) {
+func (m *Manager) promote(mod Backend, file modulefile.File, summary string) {
 	setShadow(mod, false)
-	previous := *c.backend.Swap(&mod)
-	previousFile, digest, previousDigest := c.served, file.Digest, c.served.Digest
-	c.serve(file)
-	c.refused = refusal{}
+	previous := *m.backend.Swap(&mod)
+	previousFile, digest, previousDigest := m.served, file.Digest, m.served.Digest
+	m.serve(file)
+	m.refused = refusal{}
 	reloads.WithLabelValues("loaded").Inc()
-	klog.InfoS("provider module reloaded", "path", c.cfg.Module.Path, "sha256", digest, "previousSHA256", previousDigest, "comparison", summary)
-	c.events.emit(events.ModuleReloaded, "module "+digest+" in service ("+summary+")")
+	klog.InfoS("provider module reloaded", "path", m.opts.Path, "sha256", digest, "previousSHA256", previousDigest, "comparison", summary)
+	m.opts.Emit(events.ModuleReloaded, "module "+digest+" in service ("+summary+")")
 	// A promotion is taken from Shadow, shadowing disabled or not, and
 	// always leads somewhere.
-	next, _ := lifecycle.Next(lifecycle.Shadow, lifecycle.Promoted, !c.cfg.Module.Rollout.Rollback.Disabled)
-	if next != lifecycle.Probation {
-		c.rollout.Store(nil)
+	next, _ := Next(Shadow, Promoted, !m.opts.Rollout.Rollback.Disabled)
+	if next != Probation {
+		m.rollout.Store(nil)
 		closeLater(previous, "the replaced module")
 		return
 	}
-	c.rollout.Store(&rollout{phase: next, started: time.Now(), file: file, other: previous, otherFile: previousFile})
+	m.rollout.Store(&rollout{phase: next, started: time.Now(), file: file, other: previous, otherFile: previousFile})
 }
 
 // judgeProbation rolls back a promoted module that fails too often, or
 // releases the previous one at the end of the window.
-func (c *Cloud) judgeProbation(r *rollout) {
+func (m *Manager) judgeProbation(r *rollout) {
 	calls, failures := r.calls.Load(), r.failures.Load()
-	switch lifecycle.JudgeProbation(c.cfg.Module.Rollout.Rollback.WithDefaults(), calls, failures, time.Since(r.started)) {
-	case lifecycle.RollBack:
-		bad := *c.backend.Swap(&r.other)
-		c.rollout.Store(nil)
+	switch JudgeProbation(m.opts.Rollout.Rollback.WithDefaults(), calls, failures, time.Since(r.started)) {
+	case RollBack:
+		bad := *m.backend.Swap(&r.other)
+		m.rollout.Store(nil)
 		closeLater(bad, "the rolled-back module")
-		c.serve(r.otherFile)
-		c.refused = refusal{digest: r.file.Digest}
+		m.serve(r.otherFile)
+		m.refused = refusal{digest: r.file.Digest}
 		reloads.WithLabelValues("rolled_back").Inc()
 		msg := fmt.Sprintf("module %s rolled back to %s: %d of %d calls failed without an answer (trap, timeout or ABI violation) within %s of its promotion; %s is refused until the module file changes",
 			r.file.Digest, r.otherFile.Digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.Digest)
 		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.Digest, "currentSHA256", r.otherFile.Digest, "failed", failures, "calls", calls)
-		c.events.emit(events.ModuleRolledBack, msg)
-	case lifecycle.Release:
-		c.rollout.Store(nil)
+		m.opts.Emit(events.ModuleRolledBack, msg)
+	case Release:
+		m.rollout.Store(nil)
 		closeLater(r.other, "the previous module")
 		klog.InfoS("rollback window over; previous module released", "sha256", r.file.Digest, "previousSHA256", r.otherFile.Digest, "calls", calls, "failed", failures)
 	}
@@ -298,13 +280,13 @@ func (c *Cloud) judgeProbation(r *rollout) {
 
 // endRollout settles a rollout superseded by a newer module file: a
 // candidate in shadow is dropped, a promoted module keeps its place.
-func (c *Cloud) endRollout() {
-	r := c.rollout.Swap(nil)
+func (m *Manager) endRollout() {
+	r := m.rollout.Swap(nil)
 	if r == nil {
 		return
 	}
 	what := "the superseded candidate"
-	if r.phase == lifecycle.Probation {
+	if r.phase == Probation {
 		what = "the previous module"
 	}
 	closeLater(r.other, what)
@@ -318,6 +300,10 @@ func setShadow(b Backend, shadow bool) {
 		m.SetShadow(shadow)
 	}
 }
+
+// defaultReloadGrace bounds how long a replaced module may finish
+// in-flight calls before it is closed anyway.
+const defaultReloadGrace = 2 * time.Minute
 
 // closeLater closes a module no longer in service once the calls still
 // running on it finish, or after defaultReloadGrace.
