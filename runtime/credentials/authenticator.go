@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -34,7 +33,6 @@ type Authenticator struct {
 	now func() time.Time
 
 	onFailure func(credential string, err error)
-	mu        sync.Mutex
 	reported  *reportgate.Gate
 
 	// sent is what the credentials sent, looked for in every response.
