@@ -1,7 +1,9 @@
 package conformance
 
 import (
+	"cmp"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -37,28 +39,38 @@ func boolean(b bool) *abi.Bool { v := abi.Bool(b); return &v }
 
 type judgeCase struct {
 	name  string
-	fault Fault
+	fault Fault // Fault500 unless set
+	clean bool  // no fault at all
 	o     *outcome
 	rule  string // "" accepted
 	says  []string
+	// evidence, when set, is the verdict's evidence, field by field.
+	evidence evidence
 }
 
-func runJudge(t *testing.T, judge func(Fault, *outcome) (string, string), cases []judgeCase) {
+// runJudge judges each case's outcome as a call of export, by every rule,
+// with what about says the suite knew before the call.
+func runJudge(t *testing.T, export string, about callCase, cases []judgeCase) {
 	t.Helper()
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			fault := c.fault
-			if fault == "" {
-				fault = Fault500
+			call := about
+			call.outcome, call.fault = c.o, cmp.Or(c.fault, Fault500)
+			if c.clean {
+				call.fault = ""
 			}
-			rule, why := judge(fault, c.o)
-			if rule != c.rule {
-				t.Fatalf("rule %q (%s), want %q", rule, why, c.rule)
+			c.o.export, c.o.method = export, methodName(export)
+			v := judge(&call)
+			if v.rule != c.rule {
+				t.Fatalf("rule %q (%s), want %q", v.rule, v.message(), c.rule)
 			}
 			for _, s := range c.says {
-				if !strings.Contains(why, s) {
-					t.Errorf("message lacks %q:\n%s", s, why)
+				if !strings.Contains(v.message(), s) {
+					t.Errorf("message lacks %q:\n%s", s, v.message())
 				}
+			}
+			if c.evidence != nil && !reflect.DeepEqual(v.evidence, c.evidence) {
+				t.Errorf("evidence %#v, want %#v", v.evidence, c.evidence)
 			}
 		})
 	}
@@ -70,7 +82,7 @@ var node1 = instanceIDs(abi.Node{Name: "node-1", ProviderID: "simcloud://i-0001"
 // cloud's own 404 or 410 to a request naming the instance in that call,
 // and the message says the rule and what the suite saw.
 func TestExistsJudge(t *testing.T) {
-	runJudge(t, existsJudge("InstanceExists", node1), []judgeCase{
+	runJudge(t, abi.ExportInstanceExists, callCase{names: node1}, []judgeCase{
 		{name: "true", o: answered(boolean(true), fault500, listing200)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "false, then the cloud's 404 for it", o: answered(boolean(false), faultReset, cloud404)},
@@ -88,7 +100,7 @@ func TestExistsJudge(t *testing.T) {
 
 // TestNotFoundJudge: NotFound under a fault, by the same rule.
 func TestNotFoundJudge(t *testing.T) {
-	runJudge(t, notFoundJudge("InstanceMetadata", node1), []judgeCase{
+	runJudge(t, abi.ExportInstanceMetadata, callCase{names: node1}, []judgeCase{
 		{name: "metadata", o: answered(&abi.InstanceMetadata{ProviderID: "simcloud://i-0001"}, fault500, listing200)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, faultReset, cloud404)},
@@ -102,15 +114,14 @@ func TestNotFoundJudge(t *testing.T) {
 // TestShutdownJudge: NotFound by the gone rule; true never where the clean
 // call said running.
 func TestShutdownJudge(t *testing.T) {
-	running := shutdownJudge("InstanceShutdown", answered(boolean(false)), node1)
-	runJudge(t, running, []judgeCase{
+	runJudge(t, abi.ExportInstanceShutdown, callCase{names: node1, running: true}, []judgeCase{
 		{name: "false", o: answered(boolean(false), fault500, listing200)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "true", o: answered(boolean(true), fault500, listing200), rule: RuleNeverShutdownOnDoubt, says: []string{"taints the Node as shut down"}},
 		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, fault500, cloud404)},
 		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt},
 	})
-	runJudge(t, shutdownJudge("InstanceShutdown", answered(boolean(true)), node1), []judgeCase{
+	runJudge(t, abi.ExportInstanceShutdown, callCase{names: node1}, []judgeCase{
 		{name: "true where the clean call said true", o: answered(boolean(true), fault500, listing200)},
 	})
 }
@@ -118,9 +129,8 @@ func TestShutdownJudge(t *testing.T) {
 // TestLBGoneJudge: GetLoadBalancer exists=false by the gone rule, the load
 // balancer named by its name or its Service's UID.
 func TestLBGoneJudge(t *testing.T) {
-	judge := lbGoneJudge([]string{"uid-1", "lb-1"})
 	gone := &abi.GetLoadBalancerResult{}
-	runJudge(t, judge, []judgeCase{
+	runJudge(t, abi.ExportGetLoadBalancer, callCase{names: []string{"uid-1", "lb-1"}}, []judgeCase{
 		{name: "exists", o: answered(&abi.GetLoadBalancerResult{Exists: true}, fault500, listing200)},
 		{name: "gone with the cloud's 404 for it", o: answered(gone, faultReset, Exchange{Method: "GET", URL: "http://cloud/v1/loadbalancers/lb-1", Status: 404})},
 		{name: "gone on the fault", o: answered(gone, faultReset), rule: RuleNeverGoneOnDoubt, says: []string{"GetLoadBalancer answered exists=false", "(uid-1, lb-1)"}},
@@ -131,8 +141,7 @@ func TestLBGoneJudge(t *testing.T) {
 // TestDeleteJudge: success under a fault only with the cloud's 2xx or 404
 // to a destroying request.
 func TestDeleteJudge(t *testing.T) {
-	judge := deleteJudge(RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted", "the finalizer goes")
-	runJudge(t, judge, []judgeCase{
+	runJudge(t, abi.ExportEnsureLoadBalancerDeleted, callCase{consequence: "the finalizer goes"}, []judgeCase{
 		{name: "error", o: failedWith(abi.StatusError, delete500)},
 		{name: "the cloud's 204", o: answered(nil, fault500, delete2xx)},
 		{name: "the cloud's 404", o: answered(nil, fault500, delete404)},
@@ -148,7 +157,7 @@ func TestDeleteJudge(t *testing.T) {
 func TestRoutesJudge(t *testing.T) {
 	listed := abi.Route{TargetNode: "node-1", DestinationCIDR: "10.244.250.0/24"}
 	routes := func(rs ...abi.Route) *abi.Routes { l := abi.Routes(rs); return &l }
-	runJudge(t, routesJudge(listed), []judgeCase{
+	runJudge(t, abi.ExportListRoutes, callCase{route: &listed}, []judgeCase{
 		{name: "listed", o: answered(routes(abi.Route{TargetNode: "node-2", DestinationCIDR: "10.0.0.0/24"}, listed), listing200, fault500)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "missing", o: answered(routes(), fault500), rule: RuleRoutesCompleteOnDoubt, says: []string{"without the route for 10.244.250.0/24"}},
@@ -169,7 +178,7 @@ func TestLBListingJudge(t *testing.T) {
 	a1 := abi.OwnedLoadBalancer{Name: "a1", ServiceUID: "uid-1", ClusterName: "kubernetes"}
 	a2 := abi.OwnedLoadBalancer{Name: "a2", ServiceUID: "uid-2"}
 	page2 := Exchange{Method: "GET", URL: "http://cloud/v1/load_balancers?page=2", Status: 500, Injected: Fault500}
-	runJudge(t, l.judge, []judgeCase{
+	runJudge(t, abi.ExportListLoadBalancers, callCase{listing: &l}, []judgeCase{
 		{name: "complete", o: answered(owned(a1, a2), listing200, listing200)},
 		{name: "complete and one more of this cluster's", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "a3", ServiceUID: "uid-3"}), listing200)},
 		{name: "error on page 2", o: failedWith(abi.StatusError, listing200, page2)},

@@ -1,0 +1,57 @@
+package conformance
+
+import (
+	"fmt"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// limitedInstances asks about every existing Node with the limited
+// credentials: what the cloud refuses must never read as gone or shut
+// down.
+func (r *runner) limitedInstances() {
+	for _, sn := range r.spec.Nodes {
+		if !sn.Exists || sn.ExpectError != "" {
+			continue
+		}
+		node := sn.node()
+		about := callCase{limited: true, names: instanceIDs(node), running: sn.Shutdown == nil || !*sn.Shutdown}
+		for _, export := range []string{abi.ExportInstanceExists, abi.ExportInstanceMetadata, abi.ExportInstanceShutdown} {
+			c := about
+			c.outcome = r.with(r.limited, func() *outcome { return r.call(export, &node, outputOf(export)) })
+			r.judged(RuleLimitedCredential, c.method+" with the limited credentials ("+sn.Name+")", &c)
+		}
+	}
+}
+
+// leaks searches everything the module said for the credential values.
+func (r *runner) leaks() {
+	if len(r.secrets) == 0 {
+		r.skip(RuleNoCredentialLeak, "credentials stay secret", "the module's credentials name no secret")
+		return
+	}
+	check := func(name string, found []string) {
+		if len(found) == 0 {
+			r.pass(RuleNoCredentialLeak, name)
+			return
+		}
+		r.fail(RuleNoCredentialLeak, name, fmt.Sprintf("a credential value appears in %d place(s), first: %s", len(found), Redact(found[0], r.secrets)), nil)
+	}
+	r.mu.Lock()
+	check("no credential in the module's log", r.leakedLogs)
+	r.mu.Unlock()
+	var inAnswers []string
+	for _, t := range r.texts {
+		if r.holdsSecret(t.s) {
+			inAnswers = append(inAnswers, t.where+": "+t.s)
+		}
+	}
+	check("no credential in errors or results", inAnswers)
+	var inURLs []string
+	for _, ex := range r.ic.Since(0) {
+		if ex.secretInURL {
+			inURLs = append(inURLs, "request "+ex.String())
+		}
+	}
+	check("no credential in request URLs", inURLs)
+}
