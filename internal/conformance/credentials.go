@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -54,4 +55,14 @@ func (r *runner) leaks() {
 		}
 	}
 	check("no credential in request URLs", inURLs)
+}
+
+// rawCredentials reports, never fails, which credentials the module read
+// raw through credentials.readable.
+func (r *runner) rawCredentials() {
+	if read := r.mod.RawCredentialReads(); len(read) > 0 {
+		r.pass(RuleRawCredentials, "read raw (credentials.readable, which weakens isolation): "+strings.Join(read, ", "))
+		return
+	}
+	r.pass(RuleRawCredentials, "no credential read raw")
 }

@@ -7,6 +7,9 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 )
 
+// instances checks every Node of the spec, and again by name those the
+// spec says a brand-new Node finds so: clean against the spec, and under
+// every fault.
 func (r *runner) instances() {
 	if len(r.spec.Nodes) == 0 {
 		r.skip(RuleInstances, "InstancesV2", "the test spec lists no nodes")

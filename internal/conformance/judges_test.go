@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,12 +89,17 @@ func TestExistsJudge(t *testing.T) {
 		{name: "false, then the cloud's 404 for it", o: answered(boolean(false), faultReset, cloud404)},
 		{name: "false, the cloud's 410 for its name", o: answered(boolean(false), faultReset, cloud410)},
 		{name: "false on the fault alone", o: answered(boolean(false), fault500), rule: RuleNeverGoneOnDoubt,
-			says: []string{"InstanceExists answered false, which deletes the Node", "Rule: an answer of \"gone\" needs the cloud's own 404 or 410", "node-1, simcloud://i-0001, i-0001",
-				"the cloud answered no request of the call with 404 or 410", "the suite injected 500 into request 1"}},
+			says: []string{"InstanceExists answered false, which deletes the Node. Rule: an answer of \"gone\" needs the cloud's own 404 or 410, in the same call, to a request naming it (node-1, simcloud://i-0001, i-0001). " +
+				"Seen: the cloud answered no request of the call with 404 or 410; the suite injected 500 into request 1"},
+			evidence: goneEvidence{method: "InstanceExists", answer: "answered false, which deletes the Node", names: node1, injected: []injection{{1, Fault500}}}},
 		{name: "false on a 404 for something else", o: answered(boolean(false), faultReset, other404), rule: RuleNeverGoneOnDoubt,
-			says: []string{"the cloud's 404 to GET http://cloud/v1/networks/net-1, which name none of these", "injected connection reset into request 1"}},
+			says:     []string{"the cloud's 404 to GET http://cloud/v1/networks/net-1, which name none of these", "injected connection reset into request 1"},
+			evidence: goneEvidence{method: "InstanceExists", answer: "answered false, which deletes the Node", names: node1, otherGone: []Exchange{other404}, injected: []injection{{1, FaultReset}}}},
+		{name: "false, clean: judged by the spec, not here", clean: true, o: answered(boolean(false), listing200)},
+		{name: "NotFound is not InstanceExists' gone", o: failedWith(abi.StatusNotFound, fault500)},
 		{name: "false after an empty listing", o: answered(boolean(false), listing200, fault500), rule: RuleNeverGoneOnDoubt},
-		{name: "a plain error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter},
+		{name: "a plain error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter,
+			says: []string{"the cloud answered 429 with Retry-After: 7, and the module answered Error instead of RetryAfter"}, evidence: retryEvidence{answered: abi.StatusError}},
 		{name: "RetryAfter after a 429", fault: Fault429, o: failedWith(abi.StatusRetryAfter, injected429)},
 	})
 }
@@ -104,6 +110,7 @@ func TestNotFoundJudge(t *testing.T) {
 		{name: "metadata", o: answered(&abi.InstanceMetadata{ProviderID: "simcloud://i-0001"}, fault500, listing200)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, faultReset, cloud404)},
+		{name: "NotFound after a 429: the gone rule, not the 429 one", fault: Fault429, o: failedWith(abi.StatusNotFound, injected429), rule: RuleNeverGoneOnDoubt},
 		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt,
 			says: []string{"InstanceMetadata answered NotFound", "the cloud answered no request of the call with 404 or 410"}},
 		{name: "NotFound on an injected answer", o: failedWith(abi.StatusNotFound,
@@ -117,7 +124,9 @@ func TestShutdownJudge(t *testing.T) {
 	runJudge(t, abi.ExportInstanceShutdown, callCase{names: node1, running: true}, []judgeCase{
 		{name: "false", o: answered(boolean(false), fault500, listing200)},
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
-		{name: "true", o: answered(boolean(true), fault500, listing200), rule: RuleNeverShutdownOnDoubt, says: []string{"taints the Node as shut down"}},
+		{name: "true", o: answered(boolean(true), fault500, listing200), rule: RuleNeverShutdownOnDoubt,
+			says: []string{"InstanceShutdown answered true, which taints the Node as shut down, though the cloud said the instance is running"}, evidence: shutdownEvidence{method: "InstanceShutdown"}},
+		{name: "true, clean: judged by the spec, not here", clean: true, o: answered(boolean(true), listing200)},
 		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, fault500, cloud404)},
 		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt},
 	})
@@ -147,7 +156,9 @@ func TestDeleteJudge(t *testing.T) {
 		{name: "the cloud's 404", o: answered(nil, fault500, delete404)},
 		{name: "a delete action's 201", o: answered(nil, fault500, action2xx)},
 		{name: "a 2xx whose body the suite cut", o: answered(nil, deleteCut)},
-		{name: "success on the fault", o: answered(nil, delete500), rule: RuleLBDeleteConfirmed, says: []string{"the cloud never confirmed a delete"}},
+		{name: "success on the fault", o: answered(nil, delete500), rule: RuleLBDeleteConfirmed,
+			says: []string{"EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete (no 2xx or 404 of its own to a DELETE or delete action): the finalizer goes"}},
+		{name: "success on a POST to another action", o: answered(nil, fault500, Exchange{Method: "POST", URL: "http://cloud/v1/loadbalancers/lb-1/actions/detach", Status: 201}), rule: RuleLBDeleteConfirmed},
 		{name: "success on a lookup's 404", o: answered(nil, cloud404, fault500), rule: RuleLBDeleteConfirmed},
 	})
 }
@@ -183,12 +194,16 @@ func TestLBListingJudge(t *testing.T) {
 		{name: "complete and one more of this cluster's", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "a3", ServiceUID: "uid-3"}), listing200)},
 		{name: "error on page 2", o: failedWith(abi.StatusError, listing200, page2)},
 		{name: "page 1 only", o: answered(owned(a1), listing200, page2), rule: RuleLBListComplete,
-			says: []string{"answered 1 load balancers, without \"a2\" of the 2 the clean listing had", "Rule: a listing that fails on any page, or ends short, is an error"}},
+			says:     []string{"answered 1 load balancers, without \"a2\" of the 2 the clean listing had", "Rule: a listing that fails on any page, or ends short, is an error"},
+			evidence: shortListingEvidence{listed: 1, missing: []string{"a2"}, clean: 2}},
+		{name: "short, clean: what listings under faults are judged against", clean: true, o: answered(owned(a1), listing200)},
 		{name: "empty on a fault", o: answered(owned(), fault500), rule: RuleLBListComplete},
 		{name: "another cluster's by its entry", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-b", ClusterName: "other"}), listing200), rule: RuleLBListOwn,
 			says: []string{`which it says is cluster "other"'s`, "the orphan sweep would delete it"}},
 		{name: "another cluster's by its UID", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-other"}), listing200), rule: RuleLBListOwn,
-			says: []string{"which EnsureLoadBalancer made for cluster other"}},
+			says:     []string{"which EnsureLoadBalancer made for cluster other"},
+			evidence: foreignEvidence{cluster: "kubernetes", lb: abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-other"}, knownAs: "EnsureLoadBalancer made for cluster other"}},
+		{name: "another cluster's, clean", clean: true, o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "b", ServiceUID: "uid-other"}), listing200), rule: RuleLBListOwn},
 		{name: "one made by hand", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "by-hand", ServiceUID: "by-hand"}), listing200), rule: RuleLBListOwn},
 		{name: "one without a UID", o: answered(owned(a1, a2, abi.OwnedLoadBalancer{Name: "x"}), listing200), rule: RuleLBListOwn, says: []string{"without its name or its Service's UID"}},
 		{name: "a plain error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter},
@@ -201,4 +216,71 @@ func TestGoneEvidenceNeedsTheCloud(t *testing.T) {
 	if cloudSaidGone(Exchange{Status: 404, Injected: FaultTruncated}) || cloudSaidGone(Exchange{Err: "connection reset"}) || !cloudSaidGone(cloud404) {
 		t.Fatal("cloudSaidGone")
 	}
+}
+
+// TestCreatesJudge: ensuring a load balancer that exists sends no
+// create-like request, clean or under a fault; and a call that both
+// created and failed after a 429 is reported for the duplicate, the 429
+// rule coming last.
+func TestCreatesJudge(t *testing.T) {
+	post := Exchange{Method: "POST", URL: "http://cloud/v1/lbs", Status: 201}
+	creates := func(o *outcome) []string {
+		if slices.Contains(o.trace, post) {
+			return []string{"POST /v1/lbs"}
+		}
+		return nil
+	}
+	runJudge(t, abi.ExportEnsureLoadBalancer, callCase{creates: creates}, []judgeCase{
+		{name: "an update", o: answered(&abi.LoadBalancerStatus{}, listing200, fault500)},
+		{name: "a create", o: answered(&abi.LoadBalancerStatus{}, post, fault500), rule: RuleLBIdempotent,
+			says:     []string{"EnsureLoadBalancer of an existing load balancer sent create-like requests under a fault (POST /v1/lbs): a duplicate"},
+			evidence: createsEvidence{creates: []string{"POST /v1/lbs"}, underFault: true}},
+		{name: "a create, clean", clean: true, o: answered(&abi.LoadBalancerStatus{}, post), rule: RuleLBIdempotent,
+			says: []string{"EnsureLoadBalancer of an existing load balancer sent create-like requests (POST /v1/lbs): a duplicate"}},
+		{name: "a create, then an error after a 429", fault: Fault429, o: failedWith(abi.StatusError, post, injected429), rule: RuleLBIdempotent},
+		{name: "an error after a 429", fault: Fault429, o: failedWith(abi.StatusError, injected429), rule: RuleRetryAfter},
+	})
+	runJudge(t, abi.ExportEnsureLoadBalancer, callCase{}, []judgeCase{
+		{name: "a create of one not known to exist", o: answered(&abi.LoadBalancerStatus{}, post, fault500)},
+	})
+}
+
+// TestLimitedJudge: with the limited credentials, a clean call answers
+// nothing destructive the cloud did not say, by the rules that otherwise
+// hold under a fault; an error, even a plain one, is fine.
+func TestLimitedJudge(t *testing.T) {
+	limited := callCase{limited: true, names: node1, running: true, consequence: "the cloud may still route the CIDR"}
+	refused := Exchange{Method: "GET", URL: "http://cloud/v1/instances/i-0001", Status: 403}
+	runJudge(t, abi.ExportInstanceExists, limited, []judgeCase{
+		{name: "an error", clean: true, o: failedWith(abi.StatusError, refused)},
+		{name: "false on a 403", clean: true, o: answered(boolean(false), refused), rule: RuleLimitedCredential,
+			says: []string{"InstanceExists answered false, which deletes the Node", "the cloud answered no request of the call with 404 or 410"}},
+		{name: "false on the cloud's 404", clean: true, o: answered(boolean(false), cloud404)},
+	})
+	runJudge(t, abi.ExportInstanceShutdown, limited, []judgeCase{
+		{name: "true for a running instance", clean: true, o: answered(boolean(true), refused), rule: RuleLimitedCredential, evidence: shutdownEvidence{method: "InstanceShutdown"}},
+	})
+	runJudge(t, abi.ExportInstanceShutdown, callCase{limited: true, names: node1}, []judgeCase{
+		{name: "true for a stopped instance", clean: true, o: answered(boolean(true), refused)},
+	})
+	runJudge(t, abi.ExportDeleteRoute, limited, []judgeCase{
+		{name: "success on a 403", clean: true, o: answered(nil, Exchange{Method: "DELETE", URL: "http://cloud/v1/routes/r-1", Status: 403}), rule: RuleLimitedCredential,
+			says: []string{"DeleteRoute reported success, though the cloud never confirmed a delete", ": the cloud may still route the CIDR"}},
+	})
+}
+
+// TestJudgesGovernTheirCalls: a judge rules only on the calls its rule
+// governs: a listing judge without a listing to judge against, or the
+// gone rule on a call that cannot say gone, accepts.
+func TestJudgesGovernTheirCalls(t *testing.T) {
+	runJudge(t, abi.ExportListRoutes, callCase{names: node1}, []judgeCase{
+		{name: "ListRoutes without a clean listing", o: answered(&abi.Routes{}, fault500)},
+	})
+	runJudge(t, abi.ExportCreateRoute, callCase{names: node1, consequence: "gone"}, []judgeCase{
+		{name: "CreateRoute success", o: answered(nil, fault500)},
+		{name: "CreateRoute NotFound", o: failedWith(abi.StatusNotFound, fault500)},
+	})
+	runJudge(t, abi.ExportDeleteRoute, callCase{consequence: "the route stays"}, []judgeCase{
+		{name: "DeleteRoute success by the route rule", o: answered(nil, fault500), rule: RuleRouteDeleteConfirmed},
+	})
 }

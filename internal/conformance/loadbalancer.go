@@ -148,7 +148,6 @@ func (r *runner) creates(o *outcome) []string {
 	return creates
 }
 
-
 func lbExists(o *outcome, want bool) string {
 	if !o.ok() {
 		return "GetLoadBalancer failed against a healthy cloud"

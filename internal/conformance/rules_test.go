@@ -12,7 +12,8 @@ import (
 
 // TestRulesTable: the docs' rules table is Rules, row for row, so the docs
 // list exactly what the suite checks; and every Rule constant is in Rules
-// and used by the suite's code, so no documented rule goes unchecked.
+// and either has a judge there or is used by the suite's code, so no
+// documented rule goes unchecked.
 func TestRulesTable(t *testing.T) {
 	const begin, end = "<!-- rules:begin -->\n", "<!-- rules:end -->"
 	readme, err := os.ReadFile("../../modules/README.md")
@@ -54,22 +55,23 @@ func TestRulesTable(t *testing.T) {
 					}
 				}
 			case *ast.Ident:
-				if name != "report.go" && strings.HasPrefix(n.Name, "Rule") {
+				if name != "rules.go" && strings.HasPrefix(n.Name, "Rule") {
 					used[n.Name] = true
 				}
 			}
 			return true
 		})
 	}
-	inRules := map[string]bool{}
+	inRules, judged := map[string]bool{}, map[string]bool{}
 	for _, r := range Rules {
 		inRules[r.Name] = true
+		judged[r.Name] = r.judge != nil
 	}
 	for constant, value := range declared {
 		if !inRules[value] {
 			t.Errorf("rule %s (%s) is not in Rules, so the docs do not list it", value, constant)
 		}
-		if !used[constant] {
+		if !used[constant] && !judged[value] {
 			t.Errorf("rule %s (%s) is in the docs but no check of the suite uses it", value, constant)
 		}
 	}

@@ -24,8 +24,18 @@
 // Requests reach the cloud at Options.Rate; the cloud's own 429s are
 // waited out and reported, never scored against the module.
 //
-// The rules are the constants Rule*; every failure names its rule and the
-// exact requests and answers of the call that broke it, bodies included.
+// The rules are the table Rules (rules.go): each its name, what it checks
+// as the docs say it, and, for a rule one call can break, its judge,
+// which takes the call's outcome, the injected fault and what the suite
+// knew before the call (a callCase), and returns structured evidence from
+// which the failure message is rendered (judges.go). Every faulted call
+// is judged by every rule of the table. Every failure names its rule and
+// the exact requests and answers of the call that broke it, bodies
+// included.
+//
+// The runner's mechanics (call, warmCall, check, underFaults) are in
+// runner.go; the checks, by area, in instances.go, loadbalancer.go,
+// lblist.go, routes.go and credentials.go; the warm phase in warm.go.
 package conformance
 
 import (
@@ -125,11 +135,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.limitedInstances()
 	}
 	r.leaks()
-	if read := mod.RawCredentialReads(); len(read) > 0 {
-		r.pass(RuleRawCredentials, "read raw (credentials.readable, which weakens isolation): "+strings.Join(read, ", "))
-	} else {
-		r.pass(RuleRawCredentials, "no credential read raw")
-	}
+	r.rawCredentials()
 	r.report.Duration = time.Since(start)
 	return r.report, nil
 }
@@ -173,4 +179,3 @@ func (r *runner) logLine(level abi.LogLevel, msg string) {
 func (r *runner) holdsSecret(s string) bool {
 	return slices.ContainsFunc(r.secrets, func(secret string) bool { return secret != "" && strings.Contains(s, secret) })
 }
-
