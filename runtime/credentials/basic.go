@@ -4,6 +4,7 @@ import "net/http"
 
 // BasicAuth sends HTTP basic authentication.
 type BasicAuth struct {
+	// UsernameKey and PasswordKey are the Secret keys that hold them.
 	UsernameKey string `json:"usernameKey"`
 	PasswordKey string `json:"passwordKey"`
 }

@@ -4,6 +4,7 @@ import "net/http"
 
 // BearerAuth sends "Authorization: Bearer <the value of Key>".
 type BearerAuth struct {
+	// Key is the Secret key that holds the token.
 	Key string `json:"key"`
 }
 

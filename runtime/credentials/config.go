@@ -62,13 +62,20 @@ type AuthConfig struct {
 	// redirect hop, to any other origin that names it is refused.
 	Origins []string `json:"origins"`
 
-	// One scheme, each registered in schemes.
-	Bearer                  *BearerAuth                  `json:"bearer,omitempty"`
-	Basic                   *BasicAuth                   `json:"basic,omitempty"`
-	Header                  *HeaderAuth                  `json:"header,omitempty"`
-	SigV4                   *SigV4Auth                   `json:"sigv4,omitempty"`
+	// Exactly one scheme, each registered in schemes.
+
+	// Bearer sends "Authorization: Bearer <token>".
+	Bearer *BearerAuth `json:"bearer,omitempty"`
+	// Basic sends HTTP basic authentication.
+	Basic *BasicAuth `json:"basic,omitempty"`
+	// Header sends a secret as the value of a named header.
+	Header *HeaderAuth `json:"header,omitempty"`
+	// SigV4 signs each request with AWS Signature Version 4.
+	SigV4 *SigV4Auth `json:"sigv4,omitempty"`
+	// OAuth2ClientCredentials exchanges a client ID and secret for tokens.
 	OAuth2ClientCredentials *OAuth2ClientCredentialsAuth `json:"oauth2ClientCredentials,omitempty"`
-	GoogleServiceAccount    *GoogleServiceAccountAuth    `json:"googleServiceAccount,omitempty"`
+	// GoogleServiceAccount exchanges a service account key for tokens.
+	GoogleServiceAccount *GoogleServiceAccountAuth `json:"googleServiceAccount,omitempty"`
 }
 
 // Validate checks a credentials configuration against the module's

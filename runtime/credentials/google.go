@@ -14,7 +14,8 @@ import (
 // exchanging a JWT signed with a Google service account key.
 type GoogleServiceAccountAuth struct {
 	// Key holds the service account's JSON key file.
-	Key    string   `json:"key"`
+	Key string `json:"key"`
+	// Scopes are the OAuth2 scopes the token is asked for.
 	Scopes []string `json:"scopes"`
 	// TokenURL overrides the key file's token_uri.
 	TokenURL string `json:"tokenURL,omitempty"`

@@ -13,8 +13,10 @@ import (
 // HeaderAuth sends the value of Key in the header Name, e.g.
 // X-Auth-Token.
 type HeaderAuth struct {
+	// Name is the header, which a request may not set itself.
 	Name string `json:"name"`
-	Key  string `json:"key"`
+	// Key is the Secret key that holds its value.
+	Key string `json:"key"`
 }
 
 func (h *HeaderAuth) keys() []string { return []string{h.Key} }

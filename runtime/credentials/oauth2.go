@@ -15,10 +15,13 @@ import (
 // TokenURL with the OAuth2 client credentials grant (Azure, Keycloak and
 // most OAuth2 servers).
 type OAuth2ClientCredentialsAuth struct {
-	TokenURL        string   `json:"tokenURL"`
-	ClientIDKey     string   `json:"clientIDKey"`
-	ClientSecretKey string   `json:"clientSecretKey"`
-	Scopes          []string `json:"scopes,omitempty"`
+	// TokenURL is the token endpoint, asked by the host.
+	TokenURL string `json:"tokenURL"`
+	// ClientIDKey and ClientSecretKey are the Secret keys that hold them.
+	ClientIDKey     string `json:"clientIDKey"`
+	ClientSecretKey string `json:"clientSecretKey"`
+	// Scopes are the OAuth2 scopes the token is asked for.
+	Scopes []string `json:"scopes,omitempty"`
 }
 
 func (o *OAuth2ClientCredentialsAuth) keys() []string {

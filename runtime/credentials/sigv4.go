@@ -16,13 +16,17 @@ import (
 // Service are defaults that a request may override with the
 // abi.HeaderSigV4Region and abi.HeaderSigV4Service headers.
 type SigV4Auth struct {
+	// AccessKeyIDKey and SecretAccessKeyKey are the Secret keys that
+	// hold the access key.
 	AccessKeyIDKey     string `json:"accessKeyIDKey"`
 	SecretAccessKeyKey string `json:"secretAccessKeyKey"`
 	// SessionTokenKey, when set, holds a session token of temporary
 	// credentials.
 	SessionTokenKey string `json:"sessionTokenKey,omitempty"`
-	Region          string `json:"region,omitempty"`
-	Service         string `json:"service,omitempty"`
+	// Region and Service are the defaults a request may override with
+	// abi.HeaderSigV4Region and abi.HeaderSigV4Service.
+	Region  string `json:"region,omitempty"`
+	Service string `json:"service,omitempty"`
 }
 
 // emptyPayloadHash is the SHA-256 of no bytes, SigV4's hash of a request

@@ -71,10 +71,17 @@ const (
 // every deletion; Disabled turns the guard off and must be written out,
 // because it lets a faulty module delete every NotReady Node at once.
 type BudgetConfig struct {
-	Disabled     bool                `json:"disabled,omitempty"`
-	Count        *int                `json:"count,omitempty"`
-	Percent      *int                `json:"percent,omitempty"`
-	Window       metav1.Duration     `json:"window,omitempty"`
+	// Disabled turns the guard off (unsafe).
+	Disabled bool `json:"disabled,omitempty"`
+	// Count is the least number of Nodes admitted per window.
+	Count *int `json:"count,omitempty"`
+	// Percent of the cluster's Nodes admitted per window, when more than
+	// Count.
+	Percent *int `json:"percent,omitempty"`
+	// Window is the sliding window the admissions are counted in.
+	Window metav1.Duration `json:"window,omitempty"`
+	// Corroborated admits more, up to its Percent, when other evidence
+	// agrees with the module.
 	Corroborated CorroborationConfig `json:"corroborated,omitempty"`
 }
 

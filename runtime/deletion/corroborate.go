@@ -55,8 +55,11 @@ const (
 // the previous module corroborate are admitted up to Percent (default 50)
 // of the Nodes per window. Disabled holds every answer to the budget.
 type CorroborationConfig struct {
+	// Disabled holds every answer to the budget.
 	Disabled bool `json:"disabled,omitempty"`
-	Percent  *int `json:"percent,omitempty"`
+	// Percent of the Nodes is the most admitted per window, corroborated
+	// answers included.
+	Percent *int `json:"percent,omitempty"`
 }
 
 var deletionsCorroborated = metrics.NewCounter(&metrics.CounterOpts{

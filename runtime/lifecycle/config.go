@@ -19,7 +19,11 @@ const (
 
 // RolloutConfig is module.rollout.
 type RolloutConfig struct {
-	Shadow   ShadowConfig   `json:"shadow,omitempty"`
+	// Shadow compares a changed module's answers with the module in
+	// service before it answers.
+	Shadow ShadowConfig `json:"shadow,omitempty"`
+	// Rollback keeps the previous module after a promotion, to put it
+	// back if the new one fails.
 	Rollback RollbackConfig `json:"rollback,omitempty"`
 }
 
@@ -35,10 +39,14 @@ type RolloutConfig struct {
 // it is unsafe, since nothing then checks the new module's answers before
 // the controllers act on them (the deletion budget still applies).
 type ShadowConfig struct {
-	Disabled    bool            `json:"disabled,omitempty"`
-	Duration    metav1.Duration `json:"duration,omitempty"`
-	Calls       int             `json:"calls,omitempty"`
-	Concurrency int             `json:"concurrency,omitempty"`
+	// Disabled puts a changed module in service at once (unsafe).
+	Disabled bool `json:"disabled,omitempty"`
+	// Duration is the least time a candidate runs in shadow.
+	Duration metav1.Duration `json:"duration,omitempty"`
+	// Calls is the least number of calls compared before a promotion.
+	Calls int `json:"calls,omitempty"`
+	// Concurrency bounds the shadow calls in flight; more are dropped.
+	Concurrency int `json:"concurrency,omitempty"`
 }
 
 // RollbackConfig is module.rollout.rollback. For Window (default 30m)
@@ -48,10 +56,14 @@ type ShadowConfig struct {
 // answer, the previous module is put back. Disabled drops the previous
 // module at promotion.
 type RollbackConfig struct {
-	Disabled       bool            `json:"disabled,omitempty"`
-	Window         metav1.Duration `json:"window,omitempty"`
-	MinCalls       int             `json:"minCalls,omitempty"`
-	FailurePercent int             `json:"failurePercent,omitempty"`
+	// Disabled drops the previous module at promotion.
+	Disabled bool `json:"disabled,omitempty"`
+	// Window is how long after a promotion the previous module is kept.
+	Window metav1.Duration `json:"window,omitempty"`
+	// MinCalls is the least number of calls before a rollback is judged.
+	MinCalls int `json:"minCalls,omitempty"`
+	// FailurePercent of calls failing without an answer rolls back.
+	FailurePercent int `json:"failurePercent,omitempty"`
 }
 
 // Validate reports every value out of range, named by its cloud-config

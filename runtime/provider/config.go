@@ -40,8 +40,10 @@ type ModuleConfig struct {
 	// Image is a Wasm OCI artifact, REGISTRY/REPOSITORY@sha256:DIGEST, that
 	// the CCM pulls itself (see image.go). A tag is refused unless
 	// AllowTags. A changed reference, or a moved tag, is hot-reloaded.
-	Image     string `json:"image,omitempty"`
-	AllowTags bool   `json:"allowTags,omitempty"`
+	Image string `json:"image,omitempty"`
+	// AllowTags accepts an Image by tag, resolved again at every
+	// ReloadInterval, so that a moved tag is followed.
+	AllowTags bool `json:"allowTags,omitempty"`
 	// RegistryConfig is a docker config file with the registry's
 	// credentials, e.g. a mounted kubernetes.io/dockerconfigjson Secret.
 	RegistryConfig string `json:"registryConfig,omitempty"`
@@ -53,6 +55,8 @@ type ModuleConfig struct {
 	// PublicKeyPath and SignaturePath, when set, require a valid ECDSA
 	// P-256 signature of the file, as `cosign sign-blob --key` makes.
 	PublicKeyPath string `json:"publicKeyPath,omitempty"`
+	// SignaturePath is the file's detached signature, base64, as
+	// `cosign sign-blob` writes it; set with PublicKeyPath.
 	SignaturePath string `json:"signaturePath,omitempty"`
 	// CompilationCacheDir keeps compiled code across restarts.
 	CompilationCacheDir string `json:"compilationCacheDir,omitempty"`
