@@ -160,12 +160,12 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 		}
 	})
 	stage("state-get", func(b *testing.B) {
-		key := anyStateKey(m)
-		if key == "" {
+		keys := m.state.Keys()
+		if len(keys) == 0 {
 			b.Skip("the module keeps no shared state")
 		}
 		for b.Loop() {
-			if _, e := m.state.get(ctx, nil, []byte(key), time.Hour, false); e != 0 {
+			if _, e := m.state.Get(ctx, nil, []byte(keys[0]), time.Hour, false); e != 0 {
 				b.Fatal(e)
 			}
 		}
@@ -222,7 +222,7 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 		if err := inst.run(callCtx, export, fn); err != nil {
 			b.Fatal(err)
 		}
-		m.state.releaseClaims(inst)
+		m.state.ReleaseClaims(&inst.claims)
 		if uint64(inst.mem.Size()) > inst.recycleAbove {
 			b.StopTimer()
 			inst.close(ctx)
@@ -235,15 +235,6 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 		}
 	}
 	m.pool.release(inst)
-}
-
-func anyStateKey(m *Module) string {
-	m.state.mu.Lock()
-	defer m.state.mu.Unlock()
-	for key := range m.state.entries {
-		return key
-	}
-	return ""
 }
 
 // stageProvider is a provider module with its simulated cloud.

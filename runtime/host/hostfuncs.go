@@ -186,7 +186,7 @@ func hostStateGet(ctx context.Context, mod api.Module, stack []uint64) {
 	if ms := int64(stack[2]); ms >= 0 {
 		maxAge = time.Duration(min(ms, int64(maxStateAge/time.Millisecond))) * time.Millisecond
 	}
-	value, e := m.state.get(ctx, inst, key, maxAge, uint32(stack[3]) == 1)
+	value, e := m.state.Get(ctx, &inst.claims, key, maxAge, uint32(stack[3]) == 1)
 	if e != 0 {
 		stack[0] = errno(e)
 		return
@@ -202,10 +202,10 @@ func hostStateSet(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)
 	key := inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateSet)
 	value := inst.read(uint32(stack[2]), uint32(stack[3]), abi.ImportStateSet)
-	stack[0] = errno(m.state.set(key, value))
+	stack[0] = errno(m.state.Set(key, value))
 }
 
 func hostStateDelete(ctx context.Context, mod api.Module, stack []uint64) {
 	inst, m := caller(ctx)
-	m.state.delete(inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateDelete))
+	m.state.Delete(inst.stateKey(uint32(stack[0]), uint32(stack[1]), abi.ImportStateDelete))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
 
 // maxResultBytes bounds a result the host will decode.
@@ -45,7 +46,7 @@ type instance struct {
 	shadowRefused bool
 	// claims are the shared state keys this instance's call claimed,
 	// released when the call ends.
-	claims []string
+	claims sharedstate.Holder
 }
 
 func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
@@ -113,7 +114,7 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 	// nil rather than pending[:0]: a result the guest never took would
 	// otherwise stay alive until the next one.
 	inst.hasPending, inst.pending, inst.violation, inst.shadowRefused = false, nil, nil, false
-	defer m.state.releaseClaims(inst)
+	defer m.state.ReleaseClaims(&inst.claims)
 
 	inst.input = abi.Marshal(inst.input, in)
 	size := uint32(len(inst.input))

@@ -5,6 +5,8 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
 
 // Metrics go to component-base's legacy registry, which the CCM serves on
@@ -51,21 +53,6 @@ var (
 		Help:           "GET requests answered by joining an identical request already in flight for another instance, by destination (the allowed origin).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module", "host"})
-	stateBytes = metrics.NewGaugeVec(&metrics.GaugeOpts{
-		Namespace: "wasmccm", Subsystem: "module", Name: "state_bytes",
-		Help:           "Bytes the module's shared state holds, keys, values and per-entry overhead.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"module"})
-	stateLookups = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "wasmccm", Subsystem: "module", Name: "state_lookups_total",
-		Help:           "Shared state reads by result (hit, miss, claimed; _after_wait when another instance's fill was awaited; wait_expired).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"module", "result"})
-	stateEvictions = metrics.NewCounterVec(&metrics.CounterOpts{
-		Namespace: "wasmccm", Subsystem: "module", Name: "state_evictions_total",
-		Help:           "Shared state entries evicted, least recently used first, to stay within the byte budget.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"module"})
 	logDropped = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "module", Name: "log_lines_dropped_total",
 		Help:           "Guest log lines dropped by the rate limit.",
@@ -91,7 +78,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, poolInstances,
-			httpRequests, credentialReads, logDropped, httpCoalesced, stateBytes, stateLookups, stateEvictions,
-			httpRateWait, httpThrottled)
+			httpRequests, credentialReads, logDropped, httpCoalesced, httpRateWait, httpThrottled)
+		sharedstate.RegisterMetrics()
 	})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
 
 // Info is what the host learned of a module.
@@ -61,7 +62,7 @@ type Module struct {
 	http     *httpClient
 	creds    *credentials.Store
 	logger   *guestLogger
-	state    *sharedState
+	state    *sharedstate.Store
 	pool     *pool
 
 	// alive ends when Close stops waiting for in-flight calls: every
@@ -77,7 +78,7 @@ type Module struct {
 }
 
 func newModule(cfg Config) *Module {
-	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: newSharedState(cfg.Name, cfg.SharedStateBytes),
+	m := &Module{cfg: cfg, logger: newGuestLogger(cfg.Name, cfg.Log), state: sharedstate.New(cfg.Name, cfg.SharedStateBytes),
 		timedOut: fmt.Errorf("ran past the %s call timeout", cfg.CallTimeout)}
 	m.alive, m.abort = context.WithCancel(context.Background())
 	return m
@@ -160,7 +161,7 @@ func versionProblem(v int32) string {
 // ClearState empties the module's shared state, so that the next call
 // reaches the cloud as a fresh module's would. Tools that judge each call
 // by the requests it makes (wasmccm test) call it between calls.
-func (m *Module) ClearState() { m.state.clear() }
+func (m *Module) ClearState() { m.state.Clear() }
 
 // Info returns what the host learned of the module.
 func (m *Module) Info() Info { return m.info }
@@ -194,7 +195,7 @@ func (m *Module) close(ctx context.Context) error {
 	}
 	m.abort()
 	m.pool.closeIdle(context.WithoutCancel(ctx))
-	m.state.clear()
+	m.state.Clear()
 	if cerr := m.runtime.Close(context.WithoutCancel(ctx)); err == nil {
 		err = cerr
 	}

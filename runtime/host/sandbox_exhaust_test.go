@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -130,7 +131,12 @@ func TestClaimsAreBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	refused, _ := testutil.GetCounterMetricValue(stateLookups.WithLabelValues("claims", "claim_refused"))
+	lookups, err := testutil.GetCounterValuesFromGatherer(legacyregistry.DefaultGatherer, "wasmccm_module_state_lookups_total",
+		map[string]string{"module": "claims"}, "result")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := lookups["claim_refused"]
 	t.Logf("%d claims of %d-byte keys: host heap grew by %d KiB (budget %d KiB), %v refused",
 		claims, abi.MaxStateKeyBytes, growth>>10, exhaustBudget>>10, refused)
 	if growth > exhaustBudget+exhaustSlack {

@@ -222,7 +222,7 @@ func TestRecycleWithHangingInitFreesSlot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer mod.Close(context.Background())
-	mod.state.set("hang", []byte{1})
+	mod.state.Set("hang", []byte{1})
 	if err := mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestCloseWhileGuestRuns(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mod.state.set("hang", []byte{1})
+			mod.state.Set("hang", []byte{1})
 			callErr := make(chan error, 1)
 			go func() { callErr <- mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil) }()
 			awaitSignal(t, running, "the guest")

@@ -1,4 +1,8 @@
-package host
+// Package sharedstate holds a module's shared state, the key/value store
+// behind the state_get, state_set and state_delete host functions (Store):
+// its byte budget and least-recently-used eviction, the claims that let
+// one instance fill a key while the others wait for it, and its metrics.
+package sharedstate
 
 import (
 	"container/list"
@@ -6,14 +10,17 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+
 	"github.com/wasmccm/wasmccm/abi"
 )
 
-// sharedState is a module's key/value store in the host: what its
-// instances, which are stateless and recycled every few calls, need across
-// calls, such as a snapshot of the cloud's servers. It belongs to one
-// *Module, so a new module (a reload, a shadow, a rollback) starts empty
-// and never reads what another module wrote.
+// Store is a module's key/value store in the host: what its instances,
+// which are stateless and recycled every few calls, need across calls,
+// such as a snapshot of the cloud's servers. It belongs to one module, so
+// a new module (a reload, a shadow, a rollback) starts empty and never
+// reads what another module wrote.
 //
 // It is bounded in bytes, counted with a fixed overhead per entry, and
 // evicts the least recently used entries first: a module cannot grow the
@@ -28,7 +35,7 @@ import (
 // against the budget like entries, and together they may take no more
 // than one entry may: a module that claims key after key evicts its own
 // entries, then is refused claims, and never grows the host.
-type sharedState struct {
+type Store struct {
 	module string
 	// budget bounds the bytes held, entries and claims; maxEntry bounds
 	// one entry, and all claims together.
@@ -52,8 +59,15 @@ type stateEntry struct {
 }
 
 type stateClaim struct {
-	holder *instance
+	holder *Holder
 	done   chan struct{}
+}
+
+// Holder is one instance's part in the store: the keys its running call
+// claimed, released when the call ends (Store.ReleaseClaims). Its address
+// identifies the instance, so each instance keeps its own.
+type Holder struct {
+	claims []string
 }
 
 // stateEntryOverhead is what an entry costs besides its key and value: the
@@ -66,8 +80,10 @@ const (
 	stateClaimOverhead = 256
 )
 
-func newSharedState(module string, budget int) *sharedState {
-	return &sharedState{module: module, budget: budget, maxEntry: budget / 4,
+// New makes the store of the module named module, which labels its
+// metrics, holding at most budget bytes.
+func New(module string, budget int) *Store {
+	return &Store{module: module, budget: budget, maxEntry: budget / 4,
 		entries: map[string]*list.Element{}, claims: map[string]*stateClaim{}}
 }
 
@@ -78,16 +94,16 @@ func entrySize(key string, valueLen int) int { return len(key) + valueLen + stat
 func claimSize(key string) int { return len(key) + stateClaimOverhead }
 
 // held is what the budget bounds.
-func (s *sharedState) held() int { return s.bytes + s.claimed }
+func (s *Store) held() int { return s.bytes + s.claimed }
 
-// get returns the value under key if it was written at most maxAge ago
-// (any age when maxAge is negative). Without one, and with claim, inst
+// Get returns the value under key if it was written at most maxAge ago
+// (any age when maxAge is negative). Without one, and with claim, h
 // either takes the key's claim (and is told NotFound: it fills the key) or
 // waits for the instance that holds it, then looks again; when the claims
 // already take their share of the budget, it is told NotFound without a
 // claim. The value returned is never modified afterwards: set replaces it.
 // key is only read, during the call, and copied when claimed.
-func (s *sharedState) get(ctx context.Context, inst *instance, key []byte, maxAge time.Duration, claim bool) ([]byte, abi.Errno) {
+func (s *Store) Get(ctx context.Context, h *Holder, key []byte, maxAge time.Duration, claim bool) ([]byte, abi.Errno) {
 	waited := false
 	for {
 		s.mu.Lock()
@@ -106,9 +122,9 @@ func (s *sharedState) get(ctx context.Context, inst *instance, key []byte, maxAg
 			return nil, abi.ErrnoNotFound
 		}
 		c, held := s.claims[string(key)]
-		if !held || c.holder == inst {
+		if !held || c.holder == h {
 			result := "claimed"
-			if !held && !s.claimLocked(inst, string(key)) {
+			if !held && !s.claimLocked(h, string(key)) {
 				result = "claim_refused"
 			}
 			s.mu.Unlock()
@@ -137,36 +153,36 @@ func lookupResult(waited bool, result string) string {
 	return result
 }
 
-// claimLocked gives inst the claim on key, evicting the least recently
+// claimLocked gives h the claim on key, evicting the least recently
 // used entries to make room for it; false when the claims would take more
 // than their share.
-func (s *sharedState) claimLocked(inst *instance, key string) bool {
+func (s *Store) claimLocked(h *Holder, key string) bool {
 	if s.claimed+claimSize(key) > s.maxEntry {
 		return false
 	}
 	before := s.held()
-	s.claims[key] = &stateClaim{holder: inst, done: make(chan struct{})}
+	s.claims[key] = &stateClaim{holder: h, done: make(chan struct{})}
 	s.claimsPeak = max(s.claimsPeak, len(s.claims))
 	s.claimed += claimSize(key)
-	inst.claims = append(inst.claims, key)
+	h.claims = append(h.claims, key)
 	s.evictLocked()
 	s.accountLocked(before)
 	return true
 }
 
 // endClaimLocked wakes the claim's waiters and gives its bytes back.
-func (s *sharedState) endClaimLocked(key string, c *stateClaim) {
+func (s *Store) endClaimLocked(key string, c *stateClaim) {
 	close(c.done)
 	delete(s.claims, key)
 	s.claims = compacted(s.claims, &s.claimsPeak)
 	s.claimed -= claimSize(key)
 }
 
-// set stores a copy of value under key, evicting the least recently used
+// Set stores a copy of value under key, evicting the least recently used
 // entries beyond the budget, and ends any claim on key: its waiters find
 // the value. The size is checked before the copy, so a value too large
 // costs the host nothing.
-func (s *sharedState) set(key string, value []byte) abi.Errno {
+func (s *Store) Set(key string, value []byte) abi.Errno {
 	if entrySize(key, len(value)) > s.maxEntry {
 		return abi.ErrnoTooLarge
 	}
@@ -194,14 +210,15 @@ func (s *sharedState) set(key string, value []byte) abi.Errno {
 // evictLocked removes the least recently used entries until what is held
 // fits the budget. Claims and one entry take at most half of it, so the
 // entry just stored is never among those removed.
-func (s *sharedState) evictLocked() {
+func (s *Store) evictLocked() {
 	for s.held() > s.budget {
 		s.removeLocked(s.lru.Back())
 		stateEvictions.WithLabelValues(s.module).Inc()
 	}
 }
 
-func (s *sharedState) delete(key string) {
+// Delete removes the entry under key, if any.
+func (s *Store) Delete(key string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if el, ok := s.entries[key]; ok {
@@ -214,11 +231,11 @@ func (s *sharedState) delete(key string) {
 // accountLocked moves the bytes gauge by what changed since before. The
 // gauge adds rather than sets because the module in service and a shadow
 // of its successor can share a name while each holds its own state.
-func (s *sharedState) accountLocked(before int) {
+func (s *Store) accountLocked(before int) {
 	stateBytes.WithLabelValues(s.module).Add(float64(s.held() - before))
 }
 
-func (s *sharedState) removeLocked(el *list.Element) {
+func (s *Store) removeLocked(el *list.Element) {
 	e := s.lru.Remove(el).(*stateEntry)
 	delete(s.entries, e.key)
 	s.entries = compacted(s.entries, &s.entriesPeak)
@@ -242,33 +259,73 @@ func compacted[V any](m map[string]V, peak *int) map[string]V {
 	return fresh
 }
 
-// releaseClaims ends the claims inst still holds when its call ends, so
+// ReleaseClaims ends the claims h still holds when its call ends, so
 // that a waiter takes over the fill. The list goes too, rather than
 // keeping its capacity for the instance's next call: a call that claimed
 // many keys would otherwise hold memory the budget no longer counts.
-func (s *sharedState) releaseClaims(inst *instance) {
-	if len(inst.claims) == 0 {
+func (s *Store) ReleaseClaims(h *Holder) {
+	if len(h.claims) == 0 {
 		return
 	}
 	s.mu.Lock()
 	before := s.held()
-	for _, key := range inst.claims {
-		if c, ok := s.claims[key]; ok && c.holder == inst {
+	for _, key := range h.claims {
+		if c, ok := s.claims[key]; ok && c.holder == h {
 			s.endClaimLocked(key, c)
 		}
 	}
 	s.accountLocked(before)
 	s.mu.Unlock()
-	inst.claims = nil
+	h.claims = nil
 }
 
-// clear drops every entry, when the module closes: the memory is the
-// operator's, not the module's.
-func (s *sharedState) clear() {
+// Keys lists the keys of the entries held, in no order, for tools and
+// benchmarks that look at what a module keeps.
+func (s *Store) Keys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keys := make([]string, 0, len(s.entries))
+	for key := range s.entries {
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// Clear drops every entry, when the module closes or a tool starts afresh:
+// the memory is the operator's, not the module's.
+func (s *Store) Clear() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	before := s.held()
 	s.entries, s.bytes, s.entriesPeak = map[string]*list.Element{}, 0, 0
 	s.lru.Init()
 	s.accountLocked(before)
+}
+
+// Metrics go to component-base's legacy registry (RegisterMetrics), which
+// the CCM serves on /metrics.
+var (
+	stateBytes = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_bytes",
+		Help:           "Bytes the module's shared state holds, keys, values and per-entry overhead.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
+	stateLookups = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_lookups_total",
+		Help:           "Shared state reads by result (hit, miss, claimed; _after_wait when another instance's fill was awaited; wait_expired).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module", "result"})
+	stateEvictions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "state_evictions_total",
+		Help:           "Shared state entries evicted, least recently used first, to stay within the byte budget.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
+)
+
+var registerOnce sync.Once
+
+// RegisterMetrics registers the store's metrics; until then they count
+// nothing. It may be called any number of times.
+func RegisterMetrics() {
+	registerOnce.Do(func() { legacyregistry.MustRegister(stateBytes, stateLookups, stateEvictions) })
 }
