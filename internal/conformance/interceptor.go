@@ -124,7 +124,7 @@ type Throttling struct {
 	Passed int
 }
 
-// Interceptor sits in the host's HTTP layer (host.HTTPConfig.Wrap): it
+// Interceptor sits in the host's HTTP layer (egress.Config.Wrap): it
 // records every request and, when armed, injects a fault into one of them.
 type Interceptor struct {
 	next    http.RoundTripper
@@ -196,7 +196,7 @@ func NewInterceptor(secrets []string) *Interceptor {
 	return &Interceptor{secrets: secrets, target: -1}
 }
 
-// Wrap is the host.HTTPConfig.Wrap hook.
+// Wrap is the egress.Config.Wrap hook.
 func (i *Interceptor) Wrap(next http.RoundTripper) http.RoundTripper {
 	i.next = next
 	return i

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // BenchmarkCallStages splits one InstanceMetadata call (a Node without
@@ -317,7 +318,7 @@ var stageProviders = []stageProvider{
 		}
 		m := startStageModule(b, "simcloud", tc, Config{
 			ProviderConfig: []byte(`{"endpoint": "` + endpoint + `", "tokenCredential": ""}`),
-			HTTP:           HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{cloud.Handler()}},
+			HTTP:           egress.Config{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{cloud.Handler()}},
 		})
 		return m, stageNode(stageNodeName(42))
 	}},
@@ -335,7 +336,7 @@ var stageProviders = []stageProvider{
 		}
 		m := startStageModule(b, "hcloud", tc, Config{
 			ProviderConfig: []byte(`{"endpoint": "` + endpoint + `/v1", "tokenCredential": "", "network": "k8s"}`),
-			HTTP:           HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{fake.Handler()}},
+			HTTP:           egress.Config{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{fake.Handler()}},
 		})
 		return m, stageNode(stageNodeName(42))
 	}},
@@ -360,7 +361,7 @@ var stageProviders = []stageProvider{
 		}
 		m := startStageModule(b, "aws", tc, Config{
 			ProviderConfig: []byte(`{"region": "us-east-1", "clusterID": "bench", "ec2Endpoint": "` + endpoint + `"}`),
-			HTTP:           HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{fake.Handler()}},
+			HTTP:           egress.Config{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{fake.Handler()}},
 			Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{{Name: "aws", Origins: []string{endpoint},
 				SigV4: &credentials.SigV4Auth{AccessKeyIDKey: "aws-id", SecretAccessKeyKey: "aws-secret"}}}},
 		})

@@ -1,11 +1,11 @@
 package host
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // Config is what an operator grants a module and the limits it runs under.
@@ -70,50 +70,13 @@ type Config struct {
 	// cloud servers as the hcloud module keeps it takes about 2 MiB.
 	SharedStateBytes int
 
-	HTTP        HTTPConfig
+	HTTP        egress.Config
 	Credentials credentials.Config
 
 	// Log, when set, receives the module's log lines, stdout and stderr
 	// included, at every level and unthrottled, instead of klog: tools use
 	// it to show or check what a module logs.
 	Log func(level abi.LogLevel, msg string)
-}
-
-// HTTPConfig governs the http_do host function.
-type HTTPConfig struct {
-	// AllowedOrigins lists "scheme://host[:port]" destinations. Anything
-	// else is refused, redirects included. A name that resolves to a
-	// loopback, link-local (cloud metadata), unspecified or multicast
-	// address is refused too; such an address is reachable only when
-	// listed as an IP literal.
-	AllowedOrigins []string
-	// Timeout bounds each request. Default 10s.
-	Timeout time.Duration
-	// MaxRequestBytes bounds an encoded request. Default 1 MiB.
-	MaxRequestBytes int
-	// MaxResponseBytes bounds a response body. Default 4 MiB.
-	MaxResponseBytes int64
-	// Transport replaces the guarded network transport, for in-process
-	// tests and benchmarks; the allowlist is still enforced on URLs.
-	Transport http.RoundTripper
-	// Wrap, when set, wraps the transport (guarded or Transport), so that
-	// tools can observe every request a module makes and inject faults
-	// into it, as wasmccm test and call -trace do. The allowlist is checked
-	// before a request reaches the wrapper.
-	Wrap func(http.RoundTripper) http.RoundTripper
-	// Budget holds back requests to the origins it limits (RateBudget).
-	// Give every module of a process the same one: the cloud's quota is
-	// per project, whichever module generation spends it. nil limits
-	// nothing.
-	Budget *RateBudget
-	// Shadow starts the module as a candidate in shadow: its requests get
-	// only the Budget's spare room and never delay the module in service's,
-	// its init's included, until Module.SetShadow(false) promotes it.
-	Shadow bool
-
-	// auth applies the module's credentials between the allowlist and
-	// Wrap; New sets it from Config.Credentials.
-	auth *credentials.Authenticator
 }
 
 // DefaultSharedStateBytes is Config.SharedStateBytes's default.
@@ -149,14 +112,6 @@ func (c Config) withDefaults() Config {
 	if c.SharedStateBytes <= 0 {
 		c.SharedStateBytes = DefaultSharedStateBytes
 	}
-	if c.HTTP.Timeout <= 0 {
-		c.HTTP.Timeout = 10 * time.Second
-	}
-	if c.HTTP.MaxRequestBytes <= 0 {
-		c.HTTP.MaxRequestBytes = 1 << 20
-	}
-	if c.HTTP.MaxResponseBytes <= 0 {
-		c.HTTP.MaxResponseBytes = 4 << 20
-	}
+	c.HTTP = c.HTTP.WithDefaults()
 	return c
 }

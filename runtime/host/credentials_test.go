@@ -17,6 +17,7 @@ import (
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // TestAuthRedirects: through the module's HTTP client, a credential is
@@ -38,26 +39,22 @@ func TestAuthRedirects(t *testing.T) {
 	}))
 	defer api.Close()
 	cfg := Config{Name: "redirects",
-		HTTP:        HTTPConfig{AllowedOrigins: []string{api.URL, elsewhere.URL}},
+		HTTP:        egress.Config{AllowedOrigins: []string{api.URL, elsewhere.URL}},
 		Credentials: credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": "s3cret"}), Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{api.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}},
 	}.withDefaults()
 	store, _ := credentials.NewStore(cfg.Credentials)
-	var err error
-	if cfg.HTTP.auth, err = newModuleAuthenticator(cfg, store); err != nil {
-		t.Fatal(err)
-	}
-	h, err := newHTTPClient(cfg.Name, cfg.HTTP)
+	h, err := newEgressClient(cfg, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	named := []abi.Header{{Name: abi.HeaderCredential, Value: "token"}}
-	if resp := h.do(context.Background(), &abi.HTTPRequest{URL: api.URL + "/moved", Headers: named}); resp.Error != "" || resp.StatusCode != 200 {
+	if resp := answer(context.Background(), h, &abi.HTTPRequest{URL: api.URL + "/moved", Headers: named}); resp.Error != "" || resp.StatusCode != 200 {
 		t.Fatalf("same-origin redirect: %+v", resp)
 	}
 	if want := "/moved Bearer s3cret,/here Bearer s3cret"; strings.Join(seen, ",") != want {
 		t.Errorf("the API saw %q, want %q", seen, want)
 	}
-	resp := h.do(context.Background(), &abi.HTTPRequest{URL: api.URL + "/away", Headers: named})
+	resp := answer(context.Background(), h, &abi.HTTPRequest{URL: api.URL + "/away", Headers: named})
 	if !strings.Contains(resp.Error, `credential "token" is not bound to origin `+elsewhere.URL) || elsewhereHits.Load() != 0 {
 		t.Errorf("redirect to an unbound origin: %+v, %d requests reached it", resp, elsewhereHits.Load())
 	}
@@ -213,5 +210,27 @@ func TestTokenFailures(t *testing.T) {
 			t.Fatalf("after the backoff, with the endpoint back: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestCredentialRotation: a rotated Secret takes effect on the next call,
+// with no restart, through the kubelet's symlink swap. That the store
+// reads the file once per rotation is TestStoreFollowsRotation's, in
+// runtime/credentials.
+func TestCredentialRotation(t *testing.T) {
+	f := newFixture(t, wasmbuild.Go, nil)
+	dir := f.mod.cfg.Credentials.Dir
+	call := func() error {
+		return f.mod.Call(context.Background(), abi.ExportInstanceMetadata, &abi.Node{Name: "n"}, &abi.InstanceMetadata{})
+	}
+	credentialstest.RotateSecret(t, dir, "token", "wrong")
+	if err := call(); err == nil || !strings.Contains(err.Error(), "unauthorized") {
+		t.Fatalf("with a wrong token: %v", err)
+	}
+	credentialstest.RotateSecret(t, dir, "token", "s3cret")
+	for range 3 {
+		if err := call(); err != nil {
+			t.Fatalf("after rotation back: %v", err)
+		}
 	}
 }

@@ -9,8 +9,12 @@
 // panicked is not trusted with another call.
 //
 // The sandbox is what the module is given and nothing more: WASI without
-// files, environment or arguments; HTTP only to allowlisted destinations,
-// authenticated by the host with the credentials bound to them (package
-// runtime/credentials), whose secrets the module never holds; and a
-// rate-limited log.
+// files, environment or arguments; HTTP only to allowlisted destinations
+// (package runtime/egress), authenticated by the host with the
+// credentials bound to them (package runtime/credentials), whose secrets
+// the module never holds; a shared state bounded in bytes (package
+// runtime/sharedstate); and a rate-limited log.
+//
+// The host functions live here: they bound and read what the guest hands
+// them, call those packages, and copy the result back.
 package host

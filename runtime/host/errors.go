@@ -29,7 +29,7 @@ func (e *StatusError) Error() string {
 
 // ErrShadowThrottled is the error of a call of a module in shadow during
 // which the rate budget refused at least one of its requests for want of
-// spare room (RateBudget): the host withholds whatever the module answered.
+// spare room (egress.RateBudget): the host withholds whatever the module answered.
 // It says nothing about the module or the cloud: a rollout leaves the call
 // out of its comparison.
 var ErrShadowThrottled = errors.New("the rate budget had no spare room for a request of this module in shadow; its answer is withheld")
@@ -62,6 +62,14 @@ func (e *FailureError) Error() string {
 }
 
 func (e *FailureError) Unwrap() error { return e.Err }
+
+// withheld replaces the outcome of a call of a module in shadow in which
+// the budget refused a request: whatever the module answered was shaped by
+// the host's refusal, not by the cloud, so it is no evidence for or
+// against the module.
+func withheld(export string) error {
+	return &FailureError{Export: export, Reason: ReasonShadowThrottled, Err: ErrShadowThrottled}
+}
 
 // abiViolation is what a host function panics with when the guest hands it
 // memory it does not own or a malformed message: the call is aborted and

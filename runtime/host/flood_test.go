@@ -6,10 +6,13 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 )
 
 // seriesOf counts the series of a metric family that belong to module.
@@ -72,5 +75,19 @@ func TestHTTPFloodIsBounded(t *testing.T) {
 	}
 	if grown > 4<<20 {
 		t.Errorf("heap grew by %d KiB over %d requests", grown>>10, requests)
+	}
+}
+
+func TestLogFloodIsRateLimited(t *testing.T) {
+	f := newFixture(t, wasmbuild.Go, nil)
+	before, _ := testutil.GetCounterMetricValue(logDropped.WithLabelValues(f.mod.Name()))
+	start := time.Now()
+	f.mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "log-flood"}, new(abi.Bool))
+	after, _ := testutil.GetCounterMetricValue(logDropped.WithLabelValues(f.mod.Name()))
+	if dropped := after - before; dropped < 9000 {
+		t.Fatalf("dropped %v of 10000 flood lines", dropped)
+	}
+	if elapsed := time.Since(start); elapsed > 2*time.Second {
+		t.Fatalf("flooding call took %s", elapsed)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // toolchains are the compilers every guest module is built with. TinyGo is
@@ -89,7 +90,7 @@ func newFixture(t testing.TB, tc wasmbuild.Toolchain, mutate func(*Config)) *fix
 		ProviderConfig: []byte(cloud.URL),
 		PoolSize:       2,
 		CallTimeout:    5 * time.Second,
-		HTTP:           HTTPConfig{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
+		HTTP:           egress.Config{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
 		Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
 			{Name: "token", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
 			{Name: "absent", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "absent"}},

@@ -99,7 +99,10 @@ func hostHTTPDo(ctx context.Context, mod api.Module, stack []uint64) {
 	if err := abi.Unmarshal(inst.read(ptr, size, abi.ImportHTTPDo), &req); err != nil {
 		inst.abort(fmt.Sprintf("%s: %v", abi.ImportHTTPDo, err))
 	}
-	resp := m.http.do(ctx, &req)
+	resp, shadowRefused := m.http.Do(ctx, &req)
+	if shadowRefused {
+		inst.shadowRefused = true
+	}
 	stack[0] = inst.setPending(abi.Marshal(nil, resp))
 }
 

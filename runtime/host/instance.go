@@ -42,7 +42,8 @@ type instance struct {
 	hasPending bool
 	violation  error
 	// shadowRefused is set when the rate budget refused a request of the
-	// call for want of spare room, the module being in shadow (RateBudget).
+	// call for want of spare room, the module being in shadow
+	// (egress.RateBudget).
 	shadowRefused bool
 	// claims are the shared state keys this instance's call claimed,
 	// released when the call ends.

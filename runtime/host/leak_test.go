@@ -15,6 +15,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // TestHostileModuleCannotLeakToken: a module that reads the token and
@@ -41,7 +42,7 @@ func TestHostileModuleCannotLeakToken(t *testing.T) {
 				var mu sync.Mutex
 				var said []string // every answer, error and log line
 				cfg := Config{Name: "leaker-" + name, ProviderConfig: []byte(other.URL), CallTimeout: 5 * time.Second,
-					HTTP: HTTPConfig{AllowedOrigins: []string{cloud.URL, other.URL}},
+					HTTP: egress.Config{AllowedOrigins: []string{cloud.URL, other.URL}},
 					Credentials: credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": secret}),
 						Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}},
 					Log: func(_ abi.LogLevel, msg string) { mu.Lock(); said = append(said, msg); mu.Unlock() },

@@ -17,6 +17,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
+	"github.com/wasmccm/wasmccm/runtime/origin"
 	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
 
@@ -59,7 +61,7 @@ type Module struct {
 	compiled wazero.CompiledModule
 	info     Info
 	methods  map[string]bool
-	http     *httpClient
+	http     *egress.Client
 	creds    *credentials.Store
 	logger   *guestLogger
 	state    *sharedstate.Store
@@ -97,10 +99,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	if m.creds, err = credentials.NewStore(cfg.Credentials); err != nil {
 		return nil, err
 	}
-	if m.cfg.HTTP.auth, err = newModuleAuthenticator(cfg, m.creds); err != nil {
-		return nil, err
-	}
-	if m.http, err = newHTTPClient(cfg.Name, m.cfg.HTTP); err != nil {
+	if m.http, err = newEgressClient(cfg, m.creds); err != nil {
 		return nil, err
 	}
 	if err := m.compile(ctx, wasm); err != nil {
@@ -123,7 +122,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	cfg := Config{Name: "validate"}.withDefaults()
 	m := newModule(cfg)
-	m.http, _ = newHTTPClient(cfg.Name, cfg.HTTP)
+	m.http, _ = egress.New(cfg.Name, cfg.HTTP, nil)
 	m.creds, _ = credentials.NewStore(cfg.Credentials)
 	rt, compiled, err := compile(ctx, wasm, cfg)
 	if err != nil {
@@ -154,9 +153,31 @@ func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	return info, nil
 }
 
+// newEgressClient is the HTTP client of a module run by the host, which
+// applies the module's credentials: every origin a credential is bound to
+// must be allowed.
+func newEgressClient(cfg Config, store *credentials.Store) (*egress.Client, error) {
+	allowed, err := origin.ParseSet(cfg.HTTP.AllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := credentials.New(cfg.Name, cfg.Credentials, allowed, store)
+	if err != nil {
+		return nil, err
+	}
+	return egress.New(cfg.Name, cfg.HTTP, auth)
+}
+
 func versionProblem(v int32) string {
 	return fmt.Sprintf("module implements ABI version %d; this host implements version %d", v, abi.Version)
 }
+
+// SetShadow marks the module as a candidate in shadow, beside the module in
+// service, or, with false, as the module in service: a shadow's requests
+// get only the rate budget's spare room (egress.RateBudget), and a call in
+// which one was refused is withheld (ErrShadowThrottled). A rollout
+// promotes the candidate it has run in shadow with SetShadow(false).
+func (m *Module) SetShadow(shadow bool) { m.http.SetShadow(shadow) }
 
 // ClearState empties the module's shared state, so that the next call
 // reaches the cloud as a fresh module's would. Tools that judge each call

@@ -23,6 +23,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 )
 
 // echoServer is an origin that answers every request with itself: the
@@ -95,17 +96,14 @@ func echoServer(t *testing.T) *httptest.Server {
 
 // reflectClient is the HTTP client of a module allowed to reach origins,
 // with creds applied as the host applies them.
-func reflectClient(t *testing.T, creds credentials.Config, origins ...string) *httpClient {
+func reflectClient(t *testing.T, creds credentials.Config, origins ...string) *egress.Client {
 	t.Helper()
-	cfg := Config{Name: "reflect-" + t.Name(), HTTP: HTTPConfig{AllowedOrigins: origins}, Credentials: creds}.withDefaults()
+	cfg := Config{Name: "reflect-" + t.Name(), HTTP: egress.Config{AllowedOrigins: origins}, Credentials: creds}.withDefaults()
 	store, err := credentials.NewStore(cfg.Credentials)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.HTTP.auth, err = newModuleAuthenticator(cfg, store); err != nil {
-		t.Fatal(err)
-	}
-	h, err := newHTTPClient(cfg.Name, cfg.HTTP)
+	h, err := newEgressClient(cfg, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +159,7 @@ func TestEchoedCredentialsRedacted(t *testing.T) {
 	for _, credential := range slices.Sorted(maps.Keys(sent)) {
 		all = append(all, sent[credential]...)
 		named := []abi.Header{{Name: abi.HeaderCredential, Value: credential}}
-		resp := h.do(context.Background(), &abi.HTTPRequest{Method: "POST", URL: echo.URL + "/echo", Headers: named, Body: []byte("module body")})
+		resp := answer(context.Background(), h, &abi.HTTPRequest{Method: "POST", URL: echo.URL + "/echo", Headers: named, Body: []byte("module body")})
 		if resp.Error != "" || resp.StatusCode != 200 || !bytes.Contains(resp.Body, []byte("POST /echo HTTP/1.1\n")) ||
 			!bytes.Contains(resp.Body, []byte("module body")) || !bytes.Contains(resp.Body, []byte("********")) {
 			t.Fatalf("%s: the echo did not come back, redacted: %+v", credential, resp)
@@ -169,21 +167,21 @@ func TestEchoedCredentialsRedacted(t *testing.T) {
 		if leak := credentialstest.Reflection(resp, sent[credential]); leak != "" {
 			t.Errorf("%s: the module got %s:\n%s", credential, leak, resp.Body)
 		}
-		status := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/status", Headers: named})
+		status := answer(context.Background(), h, &abi.HTTPRequest{URL: echo.URL + "/status", Headers: named})
 		if leak := credentialstest.Reflection(status, sent[credential]); leak != "" || !strings.Contains(status.Error, "malformed HTTP status code") {
 			t.Errorf("%s: a status line holding the credential: error %q (%s)", credential, status.Error, leak)
 		}
 	}
 	// A later answer to a request that names no credential quotes the
 	// last one that did.
-	h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "bearer"}}})
-	resp := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/last"})
+	answer(context.Background(), h, &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "bearer"}}})
+	resp := answer(context.Background(), h, &abi.HTTPRequest{URL: echo.URL + "/last"})
 	if leak := credentialstest.Reflection(resp, all); leak != "" || !bytes.Contains(resp.Body, []byte("Bearer *****")) {
 		t.Errorf("another request's echo: %s:\n%s", leak, resp.Body)
 	}
 	// Too short to be looked for alone: the module's own "s3cret" and
 	// "pw" come back untouched.
-	resp = h.do(context.Background(), &abi.HTTPRequest{Method: "POST", URL: echo.URL + "/echo", Body: []byte("s3cret pw")})
+	resp = answer(context.Background(), h, &abi.HTTPRequest{Method: "POST", URL: echo.URL + "/echo", Body: []byte("s3cret pw")})
 	if !bytes.Contains(resp.Body, []byte("\ns3cret pw")) {
 		t.Errorf("short values are redacted in the module's own text:\n%s", resp.Body)
 	}
@@ -200,7 +198,7 @@ func TestForbiddenMethodsRefused(t *testing.T) {
 		{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}, srv.URL)
 	for _, method := range []string{"TRACE", "trace", "Track", "CONNECT", "connect"} {
 		for _, headers := range [][]abi.Header{nil, {{Name: abi.HeaderCredential, Value: "token"}}} {
-			resp := h.do(context.Background(), &abi.HTTPRequest{Method: method, URL: srv.URL + "/", Headers: headers})
+			resp := answer(context.Background(), h, &abi.HTTPRequest{Method: method, URL: srv.URL + "/", Headers: headers})
 			if want := "denied: method " + method + " is forbidden"; resp.Error != want {
 				t.Errorf("%s %v: %+v, want the error %q", method, headers, resp, want)
 			}
@@ -209,7 +207,7 @@ func TestForbiddenMethodsRefused(t *testing.T) {
 	if n := hits.Load(); n != 0 {
 		t.Fatalf("%d forbidden requests reached the origin", n)
 	}
-	if resp := h.do(context.Background(), &abi.HTTPRequest{Method: "OPTIONS", URL: srv.URL + "/"}); resp.Error != "" || hits.Load() != 1 {
+	if resp := answer(context.Background(), h, &abi.HTTPRequest{Method: "OPTIONS", URL: srv.URL + "/"}); resp.Error != "" || hits.Load() != 1 {
 		t.Errorf("OPTIONS: %+v, %d requests reached the origin", resp, hits.Load())
 	}
 }
@@ -224,11 +222,11 @@ func TestCompressedEchoRefused(t *testing.T) {
 	h := reflectClient(t, credentials.Config{Dir: credentialstest.SecretDir(t, map[string]string{"token": token}), Auth: []credentials.AuthConfig{
 		{Name: "token", Origins: []string{echo.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}, echo.URL)
 	named := []abi.Header{{Name: abi.HeaderCredential, Value: "token"}}
-	resp := h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: append(named, abi.Header{Name: "Accept-Encoding", Value: "gzip"})})
+	resp := answer(context.Background(), h, &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: append(named, abi.Header{Name: "Accept-Encoding", Value: "gzip"})})
 	if !strings.HasPrefix(resp.Error, "denied: the response is compressed") || len(resp.Body) != 0 || len(resp.Headers) != 0 {
 		t.Errorf("a compressed echo: %+v", resp)
 	}
-	resp = h.do(context.Background(), &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: named})
+	resp = answer(context.Background(), h, &abi.HTTPRequest{URL: echo.URL + "/echo", Headers: named})
 	if leak := credentialstest.Reflection(resp, []string{token}); leak != "" || !bytes.Contains(resp.Body, []byte("Accept-Encoding: gzip")) {
 		t.Errorf("gzip negotiated by the host: %s:\n%s", leak, resp.Body)
 	}
@@ -311,7 +309,7 @@ func TestTokenEndpointErrorBodyHidden(t *testing.T) {
 		{"google", false, `credential "google": token exchange with ` + tokens.URL + ": the token endpoint answered 401"},
 	} {
 		asJSON.Store(c.json)
-		resp := h.do(context.Background(), &abi.HTTPRequest{URL: api.URL + "/", Headers: []abi.Header{{Name: abi.HeaderCredential, Value: c.credential}}})
+		resp := answer(context.Background(), h, &abi.HTTPRequest{URL: api.URL + "/", Headers: []abi.Header{{Name: abi.HeaderCredential, Value: c.credential}}})
 		if !strings.Contains(resp.Error, c.want) {
 			t.Errorf("%s: the module got %q, want %q", c.credential, resp.Error, c.want)
 		}
@@ -337,4 +335,10 @@ func TestTokenEndpointErrorBodyHidden(t *testing.T) {
 	if !strings.Contains(log.String(), `credential="oauth2"`) {
 		t.Errorf("the failure was not logged:\n%s", log.String())
 	}
+}
+
+// answer performs req through h and returns what the module gets.
+func answer(ctx context.Context, h *egress.Client, req *abi.HTTPRequest) *abi.HTTPResponse {
+	resp, _ := h.Do(ctx, req)
+	return resp
 }

@@ -5,132 +5,22 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/wasmccm/wasmccm/abi"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/component-base/metrics/testutil"
 
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
-	"github.com/wasmccm/wasmccm/runtime/credentials"
-	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
+	"github.com/wasmccm/wasmccm/runtime/egress"
+	"github.com/wasmccm/wasmccm/runtime/origin"
 )
-
-// TestRefusedRequestsCostNoToken: requests the host refuses take nothing
-// from the rate budget. The budget has room for one request an hour; after
-// each kind of refused request, sent several times, a valid request still
-// goes at once.
-func TestRefusedRequestsCostNoToken(t *testing.T) {
-	var sent atomic.Int32
-	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		sent.Add(1)
-		if r.Header.Get("Authorization") != "Bearer s3cret" {
-			w.WriteHeader(http.StatusUnauthorized)
-		}
-	}))
-	defer api.Close()
-	other := httptest.NewServer(http.NotFoundHandler())
-	defer other.Close()
-	dir := credentialstest.SecretDir(t, map[string]string{"token": "s3cret"})
-	named := func(headers ...abi.Header) []abi.Header {
-		return append([]abi.Header{{Name: abi.HeaderCredential, Value: "token"}}, headers...)
-	}
-	cases := []struct {
-		name string
-		req  abi.HTTPRequest
-	}{
-		{"credential not granted", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "admin"}}}},
-		{"credential not bound to the origin", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "elsewhere"}}}},
-		{"unknown reserved header", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderPrefix + "Bogus", Value: "1"}}}},
-		{"credential's header set by the module", abi.HTTPRequest{Headers: named(abi.Header{Name: "Authorization", Value: "Bearer mine"})}},
-		{"sigv4 header without a credential", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderSigV4Region, Value: "eu-west-1"}}}},
-		{"invalid header name", abi.HTTPRequest{Headers: named(abi.Header{Name: "X Bad", Value: "1"})}},
-		{"header value with a line break", abi.HTTPRequest{Headers: named(abi.Header{Name: "X-Note", Value: "a\r\nX-Injected: 1"})}},
-		{"invalid method", abi.HTTPRequest{Method: "GET /", Headers: named()}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			sent.Store(0)
-			budget, err := NewRateBudget([]RateLimit{{Origin: api.URL, PerHour: 1}}, []string{api.URL}, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg := Config{Name: "refused",
-				HTTP: HTTPConfig{AllowedOrigins: []string{api.URL, other.URL}, Budget: budget},
-				Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
-					{Name: "token", Origins: []string{api.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
-					{Name: "elsewhere", Origins: []string{other.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
-				}},
-			}.withDefaults()
-			store, _ := credentials.NewStore(cfg.Credentials)
-			if cfg.HTTP.auth, err = newModuleAuthenticator(cfg, store); err != nil {
-				t.Fatal(err)
-			}
-			h, err := newHTTPClient(cfg.Name, cfg.HTTP)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			defer cancel()
-			refused := tc.req
-			refused.URL = api.URL + "/servers"
-			for range 3 {
-				if resp := h.do(ctx, &refused); resp.Error == "" {
-					t.Fatalf("answered %d %q, want the host's refusal", resp.StatusCode, resp.Body)
-				}
-			}
-			if n := sent.Load(); n != 0 {
-				t.Fatalf("%d refused requests reached the cloud", n)
-			}
-			start := time.Now()
-			resp := h.do(ctx, &abi.HTTPRequest{URL: api.URL + "/servers", Headers: named()})
-			if resp.StatusCode != http.StatusOK || time.Since(start) > time.Second {
-				t.Fatalf("valid request after the refused ones answered %d %q %q after %v; want 200 at once: the refused ones took its token",
-					resp.StatusCode, resp.Error, resp.Body, time.Since(start))
-			}
-		})
-	}
-}
-
-// TestShadowTakesOnlySpareRoom: a shadow's request goes only at once and
-// with at least half the burst left after it, books no later token when
-// refused, and gets nothing from a burst of 1 or while the cloud says the
-// quota is low; the module in service then still has its reserve.
-func TestShadowTakesOnlySpareRoom(t *testing.T) {
-	b := testBucket(t, 10, 10)
-	for i := range 5 {
-		if _, ok := b.reserve(t0, time.Time{}, true); !ok {
-			t.Fatalf("shadow request %d refused with %d of 10 tokens free", i, 10-i)
-		}
-	}
-	at, ok := b.reserve(t0, time.Time{}, true)
-	if ok || at != t0.Add(ms(100)) {
-		t.Fatalf("shadow request with half the burst left: at %v ok %v, want refused, room again in 100ms", at.Sub(t0), ok)
-	}
-	for i := range 5 {
-		if at, ok := b.reserve(t0, time.Time{}, false); !ok || at != t0 {
-			t.Fatalf("in-service request %d: at %v ok %v, want at once: the shadow took the reserve", i, at.Sub(t0), ok)
-		}
-	}
-
-	single := testBucket(t, 10, 1)
-	if _, ok := single.reserve(t0, time.Time{}, true); ok {
-		t.Fatal("a shadow took the only token of a burst of 1")
-	}
-	if at, ok := single.reserve(t0, time.Time{}, false); !ok || at != t0 {
-		t.Fatalf("in-service request after the shadow's refusal: at %v ok %v, want at once", at.Sub(t0), ok)
-	}
-
-	paced := testBucket(t, 10, 10)
-	paced.observe(t0, http.StatusOK, quotaHeader(100, 1, t0.Add(time.Minute)))
-	if _, ok := paced.reserve(t0, time.Time{}, true); ok {
-		t.Fatal("a shadow's request went while the cloud says the quota is low")
-	}
-}
 
 // TestSetShadow: a module started in shadow sends nothing where the budget
 // has no spare room, and its call's answer is withheld; promoted, it waits
@@ -139,13 +29,13 @@ func TestSetShadow(t *testing.T) {
 	var sent atomic.Int32
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent.Add(1) }))
 	defer cloud.Close()
-	budget, err := NewRateBudget([]RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	mod, err := New(ctx, requestModule(false, &abi.HTTPRequest{URL: cloud.URL}), Config{Name: "candidate",
-		HTTP: HTTPConfig{AllowedOrigins: []string{cloud.URL}, Budget: budget, Shadow: true}})
+		HTTP: egress.Config{AllowedOrigins: []string{cloud.URL}, Budget: budget, Shadow: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,14 +70,14 @@ func TestShadowThrottledCallIsWithheld(t *testing.T) {
 	defer cloud.Close()
 	// Four tokens and no refill within the test: a shadow may take two,
 	// leaving half the burst.
-	budget, err := NewRateBudget([]RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	const name = "withheld"
 	mod, err := New(ctx, requestModule(false, &abi.HTTPRequest{URL: cloud.URL}), Config{Name: name, PoolSize: 1,
-		HTTP: HTTPConfig{AllowedOrigins: []string{cloud.URL}, Budget: budget, Shadow: true}})
+		HTTP: egress.Config{AllowedOrigins: []string{cloud.URL}, Budget: budget, Shadow: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,14 +165,14 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 	}
 	cloud, elsewhere := sleeper(starveCloudLatency), sleeper(starveShadowPause)
 	allowed := []string{cloud.URL, elsewhere.URL}
-	budget, err := NewRateBudget([]RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
+	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
 	req := &abi.HTTPRequest{URL: cloud.URL + "/servers"}
 	inService, err := New(ctx, requestModule(false, req), Config{Name: "in-service", PoolSize: 1,
-		HTTP: HTTPConfig{AllowedOrigins: allowed, Budget: budget}})
+		HTTP: egress.Config{AllowedOrigins: allowed, Budget: budget}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +184,7 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 		// coalescing, which would make their requests one.
 		hammer := &abi.HTTPRequest{URL: req.URL, Headers: []abi.Header{{Name: "Cache-Control", Value: "no-cache"}}}
 		shadow, err := New(ctx, requestModule(true, hammer, &abi.HTTPRequest{URL: elsewhere.URL}), Config{Name: "shadow", PoolSize: starveShadowCalls,
-			HTTP: HTTPConfig{AllowedOrigins: allowed, Budget: budget, Shadow: true}})
+			HTTP: egress.Config{AllowedOrigins: allowed, Budget: budget, Shadow: true}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -325,11 +215,7 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 		latencies = append(latencies, time.Since(start))
 	}
 	slices.Sort(latencies)
-	seconds, err := testutil.GetHistogramMetricValue(httpRateWait.WithLabelValues(mustOrigin(t, cloud.URL).String()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return latencies[len(latencies)/2], time.Duration(seconds * float64(time.Second))
+	return latencies[len(latencies)/2], time.Duration(rateWaitSeconds(t, cloud.URL) * float64(time.Second))
 }
 
 // TestShadowCannotStarveModuleInService: a module in shadow that sends
@@ -367,91 +253,83 @@ func BenchmarkShadowStarvation(b *testing.B) {
 	b.ReportMetric(withShadow.Seconds()*1e3, "p50-ms-with-shadow")
 }
 
-// TestCoalescingConfusion: a request crafted so that its fields, joined
-// with the old key's separators, read as another request's does not share
-// that request's response while both are in flight. The crafted one puts
-// the separator in a header value; the host refuses it, and the request it
-// imitates gets the cloud's answer to itself.
-func TestCoalescingConfusion(t *testing.T) {
-	arrived := make(chan struct{}, 2)
-	release := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived <- struct{}{}
-		<-release
-		w.Write([]byte("answer to " + r.Header.Get("X-Tenant") + "/" + r.Header.Get("X-Role")))
-	}))
-	defer srv.Close()
-	defer close(release)
-	h, err := newHTTPClient("t", Config{HTTP: HTTPConfig{AllowedOrigins: []string{srv.URL}}}.withDefaults().HTTP)
+// TestRateBudgetSharedByModules: two modules made from one Config, as a
+// rollout or a reload makes them, spend one budget: once the first has
+// spent it, the second's request is answered by the host and never sent.
+func TestRateBudgetSharedByModules(t *testing.T) {
+	var sent atomic.Int32
+	var (
+		mu      sync.Mutex
+		reports []egress.Throttle
+	)
+	var cfg Config
+	first := newFixture(t, wasmbuild.Go, func(c *Config) {
+		budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, func(t egress.Throttle) {
+			mu.Lock()
+			defer mu.Unlock()
+			reports = append(reports, t)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.HTTP.Budget = budget
+		c.HTTP.Wrap = func(next http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) { sent.Add(1); return next.RoundTrip(r) })
+		}
+		cfg = *c
+	})
+	cfg.Name = "second"
+	second, err := New(context.Background(), guestWasm(t, "testprovider", wasmbuild.Go), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	genuine := &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers",
-		Headers: []abi.Header{{Name: "X-Tenant", Value: "a"}, {Name: "X-Role", Value: "admin"}}}
-	crafted := &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers",
-		Headers: []abi.Header{{Name: "X-Tenant", Value: "a\x00X-Role\x00admin"}}}
+	defer second.Close(context.Background())
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	genuineResp := make(chan *abi.HTTPResponse, 1)
-	go func() { genuineResp <- h.do(ctx, genuine) }()
-	<-arrived
-	craftedResp := make(chan *abi.HTTPResponse, 1)
-	go func() { craftedResp <- h.do(ctx, crafted) }()
-	var got *abi.HTTPResponse
-	select {
-	case got = <-craftedResp:
-	case <-time.After(time.Second):
-		// It joined the genuine request's flight: let that one finish.
+	node := &abi.Node{Name: "n1"}
+	if err := first.mod.Call(context.Background(), abi.ExportInstanceMetadata, node, &abi.InstanceMetadata{}); err != nil {
+		t.Fatal(err)
 	}
-	release <- struct{}{}
-	if got == nil {
-		got = <-craftedResp
+	if err := second.Call(context.Background(), abi.ExportInstanceMetadata, node, &abi.InstanceMetadata{}); err == nil {
+		t.Fatal("the second module's request went through: the budget is not shared")
 	}
-	want := <-genuineResp
-	if want.StatusCode != http.StatusOK || string(want.Body) != "answer to a/admin" {
-		t.Fatalf("genuine request answered %d %q %q", want.StatusCode, want.Body, want.Error)
+	if n := sent.Load(); n != 1 {
+		t.Fatalf("%d requests sent, want 1", n)
 	}
-	if got.StatusCode == want.StatusCode && string(got.Body) == string(want.Body) {
-		t.Fatalf("the crafted request shared the genuine one's response %q", got.Body)
-	}
-	if got.Error == "" {
-		t.Errorf("the crafted request, whose header holds a NUL, was answered %d %q; want it refused", got.StatusCode, got.Body)
+	mu.Lock()
+	defer mu.Unlock()
+	if got := reports; len(got) != 1 || got[0].By != egress.ThrottledByHost || got[0].RetryAfter < 59*time.Minute {
+		t.Fatalf("reports %+v, want one by host, about an hour", got)
 	}
 }
 
-// TestCoalesceKeyDistinct: requests that differ in any field the cloud
-// sees have different keys, however their fields are split.
-func TestCoalesceKeyDistinct(t *testing.T) {
-	url := "https://api.example/servers"
-	hs := func(kv ...string) []abi.Header {
-		var out []abi.Header
-		for i := 0; i < len(kv); i += 2 {
-			out = append(out, abi.Header{Name: kv[i], Value: kv[i+1]})
-		}
-		return out
+// rateWaitSeconds is the time requests to the origin of rawURL have
+// waited for its rate budget, all modules together.
+func rateWaitSeconds(t testing.TB, rawURL string) float64 {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
 	}
-	requests := []*abi.HTTPRequest{
-		{Method: "GET", URL: url},
-		{Method: "HEAD", URL: url},
-		{Method: "GET", URL: url + "?page=2"},
-		{Method: "GET", URL: url, Headers: hs("A", "1", "B", "2")},
-		{Method: "GET", URL: url, Headers: hs("A", "1\x00B\x002")},
-		{Method: "GET", URL: url, Headers: hs("A\x001\x00B", "2")},
-		{Method: "GET", URL: url, Headers: hs("A", "1\x00B", "2", "")},
-		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "reader")},
-		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "admin")},
-		{Method: "GET", URL: url + "\x00" + abi.HeaderCredential + "\x00admin"},
+	o, err := origin.Of(u)
+	if err != nil {
+		t.Fatal(err)
 	}
-	seen := map[string]int{}
-	for i, req := range requests {
-		key, ok := coalesceKey(req)
-		if !ok {
-			t.Fatalf("request %d is not coalescable", i)
-		}
-		if j, dup := seen[key]; dup {
-			t.Errorf("requests %d and %d share the key %q", j, i, strings.ReplaceAll(key, "\x00", `\0`))
-		}
-		seen[key] = i
+	label := o.String()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
 	}
+	for _, f := range families {
+		if f.GetName() != "wasmccm_host_http_rate_wait_seconds" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "origin" && l.GetValue() == label {
+					return m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return 0
 }

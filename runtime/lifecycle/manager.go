@@ -43,7 +43,7 @@ type Options struct {
 	Record *modulefile.Store
 	// Load compiles and initialises a module file; shadow starts it as a
 	// candidate, which gets only the rate budget's spare room
-	// (host.RateBudget).
+	// (egress.RateBudget).
 	Load func(ctx context.Context, file modulefile.File, shadow bool) (Backend, error)
 	// Emit reports an Event on the CCM's Pod.
 	Emit func(reason events.Reason, message string)

@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
@@ -271,7 +272,7 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 	limit := func(burst int) func(*testModule) {
 		return func(tm *testModule) {
 			origins := tm.host.HTTP.AllowedOrigins
-			budget, err := host.NewRateBudget([]host.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
+			budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -25,7 +25,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
@@ -109,7 +109,7 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 	}
 	throttled := &rateEvents{}
 	var err error
-	if cfg.HTTP.budget, err = host.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
+	if cfg.HTTP.budget, err = egress.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
 	c := newBareCloud(cfg)

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -103,20 +104,20 @@ type LimitsConfig struct {
 type HTTPConfig struct {
 	// AllowedOrigins lists the "scheme://host[:port]" destinations the
 	// module may reach; anything else is refused, redirects included
-	// (host.HTTPConfig.AllowedOrigins).
+	// (egress.Config.AllowedOrigins).
 	AllowedOrigins []string `json:"allowedOrigins,omitempty"`
 	// Timeout bounds each request.
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 	// MaxResponseBytes bounds a response body.
 	MaxResponseBytes int64 `json:"maxResponseBytes,omitempty"`
 	// RateLimits budgets the requests to some of the allowed origins, for
-	// the whole process (host.RateBudget).
-	RateLimits []host.RateLimit `json:"rateLimits,omitempty"`
+	// the whole process (egress.RateBudget).
+	RateLimits []egress.RateLimit `json:"rateLimits,omitempty"`
 
 	// budget is RateLimits' budget, made once by New: HostConfig hands the
 	// same one to every module generation, so that the module in service,
 	// a shadow and a reloaded one spend one quota, as the cloud counts it.
-	budget *host.RateBudget
+	budget *egress.RateBudget
 }
 
 // CredentialsConfig is the module's credentials: dir is the mounted
@@ -171,9 +172,9 @@ func (c *Config) validate() error {
 	if c.Limits.RecycleAboveMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.recycleAboveMiB %d exceeds wasm32's 4096", c.Limits.RecycleAboveMiB))
 	}
-	if _, err := host.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
+	if _, err := egress.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
-	} else if _, err := host.NewRateBudget(c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
+	} else if _, err := egress.NewRateBudget(c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
 	if err := credentials.Validate(c.Credentials, c.HTTP.AllowedOrigins); err != nil {
@@ -199,7 +200,7 @@ func (c *Config) HostConfig(name string) host.Config {
 		RecycleAbovePages:   c.Limits.RecycleAboveMiB * pagesPerMiB,
 		SharedStateBytes:    int(c.Limits.SharedStateMiB) << 20,
 		CompilationCacheDir: c.Module.CompilationCacheDir,
-		HTTP: host.HTTPConfig{
+		HTTP: egress.Config{
 			AllowedOrigins:   c.HTTP.AllowedOrigins,
 			Timeout:          c.HTTP.Timeout.Duration,
 			MaxResponseBytes: c.HTTP.MaxResponseBytes,

@@ -24,7 +24,7 @@ func (m ModuleConfig) trust() modulefile.Trust {
 // instantiate compiles and initialises a module file with the grants of
 // the cloud-config (lifecycle.Options.Load); shadow starts it as a
 // candidate, which gets only the rate budget's spare room
-// (host.RateBudget).
+// (egress.RateBudget).
 func (c *Cloud) instantiate(ctx context.Context, file modulefile.File, shadow bool) (Backend, error) {
 	cfg := c.auth.hostConfig(c.cfg)
 	cfg.HTTP.Shadow = shadow

@@ -20,6 +20,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
@@ -87,7 +88,7 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
 	c := newCloud(t, wasm, func(cfg *Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.HTTP.RateLimits = []host.RateLimit{{Origin: srv.URL, PerHour: 1}}
+		cfg.HTTP.RateLimits = []egress.RateLimit{{Origin: srv.URL, PerHour: 1}}
 		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})

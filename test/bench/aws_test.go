@@ -12,6 +12,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/aws"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -82,7 +83,7 @@ func BenchmarkAWSInstanceMetadata(b *testing.B) {
 			} else {
 				cfg := e.cachedConfig("aws-" + string(v.tc))
 				cfg.ProviderConfig = awsConfig
-				cfg.HTTP = host.HTTPConfig{AllowedOrigins: []string{awsEndpoint}, Transport: e.transport}
+				cfg.HTTP = egress.Config{AllowedOrigins: []string{awsEndpoint}, Transport: e.transport}
 				cfg.Credentials = creds
 				m, err := host.New(ctx, moduleWasm(b, awsModule, v.tc), cfg)
 				if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -180,7 +181,7 @@ func BenchmarkLoad(b *testing.B) {
 		for _, tc := range toolchains {
 			b.Run(mode+"/"+string(tc), func(b *testing.B) {
 				cfg := host.Config{Name: "load", ClusterName: clusterName, ProviderConfig: providerConfig,
-					HTTP: host.HTTPConfig{AllowedOrigins: []string{endpoint}}}
+					HTTP: egress.Config{AllowedOrigins: []string{endpoint}}}
 				wasm := moduleWasm(b, simcloudModule, tc)
 				if mode == "cached" {
 					cfg.CompilationCacheDir = b.TempDir()

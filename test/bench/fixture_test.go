@@ -25,6 +25,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	simprovider "github.com/wasmccm/wasmccm/modules/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -155,7 +156,7 @@ func (e *cloudEnv) hostConfig(name string) host.Config {
 		ClusterName:    clusterName,
 		ProviderConfig: providerConfig,
 		CallTimeout:    10 * time.Second,
-		HTTP:           host.HTTPConfig{AllowedOrigins: []string{endpoint}, Transport: e.transport},
+		HTTP:           egress.Config{AllowedOrigins: []string{endpoint}, Transport: e.transport},
 		Credentials:    e.credentials(endpoint),
 	}
 }

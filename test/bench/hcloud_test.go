@@ -10,6 +10,7 @@ import (
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/modules/hcloud"
+	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -78,7 +79,7 @@ func benchmarkHcloudInstanceMetadata(b *testing.B, serverCache string, servers i
 			} else {
 				cfg := e.cachedConfig("hcloud-" + string(v.tc))
 				cfg.ProviderConfig = hcloudConfig(serverCache)
-				cfg.HTTP = host.HTTPConfig{AllowedOrigins: []string{hcloudEndpoint}, Transport: e.transport}
+				cfg.HTTP = egress.Config{AllowedOrigins: []string{hcloudEndpoint}, Transport: e.transport}
 				cfg.Credentials = e.credentials(hcloudEndpoint)
 				cfg.CallTimeout = 0 // the CCM's default: the first call lists every server
 				m, err := host.New(ctx, moduleWasm(b, hcloudModule, v.tc), cfg)

@@ -1,4 +1,4 @@
-package host
+package egress
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
-	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
@@ -256,7 +255,7 @@ func (r *throttles) list() []Throttle {
 // second is refused without being sent, whether the configured rate, the
 // cloud's headers or its 429 hold it back.
 func TestRateBudgetThrottles(t *testing.T) {
-	registerMetrics()
+	RegisterMetrics()
 	cases := []struct {
 		name    string
 		limit   RateLimit
@@ -286,7 +285,7 @@ func TestRateBudgetThrottles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			h, err := newHTTPClient("t", Config{HTTP: HTTPConfig{AllowedOrigins: []string{srv.URL}, Budget: budget}}.withDefaults().HTTP)
+			h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Budget: budget}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -295,11 +294,11 @@ func TestRateBudgetThrottles(t *testing.T) {
 			cloudBefore, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues(label, ThrottledByCloud))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			if resp := h.do(ctx, &abi.HTTPRequest{URL: srv.URL + "/a"}); resp.Error != "" {
+			if resp := answer(ctx, h, &abi.HTTPRequest{URL: srv.URL + "/a"}); resp.Error != "" {
 				t.Fatal(resp.Error)
 			}
 			start := time.Now()
-			resp := h.do(ctx, &abi.HTTPRequest{URL: srv.URL + "/b"})
+			resp := answer(ctx, h, &abi.HTTPRequest{URL: srv.URL + "/b"})
 			if waited := time.Since(start); waited > time.Second {
 				t.Errorf("the refusal took %v: it must not wait", waited)
 			}
@@ -348,7 +347,7 @@ func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := newHTTPClient("t", Config{HTTP: HTTPConfig{AllowedOrigins: []string{srv.URL}, Budget: budget}}.withDefaults().HTTP)
+	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Budget: budget}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +355,7 @@ func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	for range 3 {
-		if resp := h.do(ctx, &abi.HTTPRequest{Method: "POST", URL: srv.URL}); resp.StatusCode != http.StatusOK {
+		if resp := answer(ctx, h, &abi.HTTPRequest{Method: "POST", URL: srv.URL}); resp.StatusCode != http.StatusOK {
 			t.Fatalf("answered %d %q", resp.StatusCode, resp.Error)
 		}
 	}
@@ -389,50 +388,10 @@ func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 	}
 }
 
-// TestRateBudgetSharedByModules: two modules made from one Config, as a
-// rollout or a reload makes them, spend one budget: once the first has
-// spent it, the second's request is answered by the host and never sent.
-func TestRateBudgetSharedByModules(t *testing.T) {
-	var sent atomic.Int32
-	var reports throttles
-	var cfg Config
-	first := newFixture(t, wasmbuild.Go, func(c *Config) {
-		budget, err := NewRateBudget([]RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, reports.report)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.HTTP.Budget = budget
-		c.HTTP.Wrap = func(next http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) { sent.Add(1); return next.RoundTrip(r) })
-		}
-		cfg = *c
-	})
-	cfg.Name = "second"
-	second, err := New(context.Background(), guestWasm(t, "testprovider", wasmbuild.Go), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer second.Close(context.Background())
-
-	node := &abi.Node{Name: "n1"}
-	if err := first.mod.Call(context.Background(), abi.ExportInstanceMetadata, node, &abi.InstanceMetadata{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := second.Call(context.Background(), abi.ExportInstanceMetadata, node, &abi.InstanceMetadata{}); err == nil {
-		t.Fatal("the second module's request went through: the budget is not shared")
-	}
-	if n := sent.Load(); n != 1 {
-		t.Fatalf("%d requests sent, want 1", n)
-	}
-	if got := reports.list(); len(got) != 1 || got[0].By != ThrottledByHost || got[0].RetryAfter < 59*time.Minute {
-		t.Fatalf("reports %+v, want one by host, about an hour", got)
-	}
-}
-
 // BenchmarkRateBudgetWait is the cost a budget adds to a request that
 // does not wait: an origin with a limit and room, and one without.
 func BenchmarkRateBudgetWait(b *testing.B) {
-	registerMetrics()
+	RegisterMetrics()
 	limited := "https://api.example.com"
 	budget, err := NewRateBudget([]RateLimit{{Origin: limited, PerSecond: 1}}, []string{limited, "https://other.example.com"}, nil)
 	if err != nil {
@@ -454,5 +413,41 @@ func BenchmarkRateBudgetWait(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestShadowTakesOnlySpareRoom: a shadow's request goes only at once and
+// with at least half the burst left after it, books no later token when
+// refused, and gets nothing from a burst of 1 or while the cloud says the
+// quota is low; the module in service then still has its reserve.
+func TestShadowTakesOnlySpareRoom(t *testing.T) {
+	b := testBucket(t, 10, 10)
+	for i := range 5 {
+		if _, ok := b.reserve(t0, time.Time{}, true); !ok {
+			t.Fatalf("shadow request %d refused with %d of 10 tokens free", i, 10-i)
+		}
+	}
+	at, ok := b.reserve(t0, time.Time{}, true)
+	if ok || at != t0.Add(ms(100)) {
+		t.Fatalf("shadow request with half the burst left: at %v ok %v, want refused, room again in 100ms", at.Sub(t0), ok)
+	}
+	for i := range 5 {
+		if at, ok := b.reserve(t0, time.Time{}, false); !ok || at != t0 {
+			t.Fatalf("in-service request %d: at %v ok %v, want at once: the shadow took the reserve", i, at.Sub(t0), ok)
+		}
+	}
+
+	single := testBucket(t, 10, 1)
+	if _, ok := single.reserve(t0, time.Time{}, true); ok {
+		t.Fatal("a shadow took the only token of a burst of 1")
+	}
+	if at, ok := single.reserve(t0, time.Time{}, false); !ok || at != t0 {
+		t.Fatalf("in-service request after the shadow's refusal: at %v ok %v, want at once", at.Sub(t0), ok)
+	}
+
+	paced := testBucket(t, 10, 10)
+	paced.observe(t0, http.StatusOK, quotaHeader(100, 1, t0.Add(time.Minute)))
+	if _, ok := paced.reserve(t0, time.Time{}, true); ok {
+		t.Fatal("a shadow's request went while the cloud says the quota is low")
 	}
 }

@@ -1,4 +1,4 @@
-package host
+package egress
 
 import (
 	"context"
@@ -14,124 +14,14 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
-	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
-// allowlist is the set of origins a module may reach.
-type allowlist origin.Set
-
-// ParseAllowedOrigins validates "scheme://host[:port]" entries
-// (origin.ParseSet).
-func ParseAllowedOrigins(entries []string) (allowlist, error) {
-	set, err := origin.ParseSet(entries)
-	return allowlist(set), err
-}
-
-// check refuses a URL whose origin is not on the list, and returns the
-// origin of one that is.
-func (l allowlist) check(u *url.URL) (origin.Origin, error) {
-	o, err := origin.Of(u)
-	if err != nil {
-		return origin.Origin{}, &deniedError{fmt.Sprintf("destination %q: %v", u.Redacted(), err)}
-	}
-	if !l[o] {
-		return origin.Origin{}, &deniedError{fmt.Sprintf("destination %s is not in the module's allowed origins", o)}
-	}
-	return o, nil
-}
-
-// literalIPs returns the IP literals on the list: the only way to reach an
-// internal address (see isInternal).
-func (l allowlist) literalIPs() map[string]bool {
-	ips := map[string]bool{}
-	for o := range l {
-		if ip := net.ParseIP(o.Host); ip != nil {
-			ips[ip.String()] = true
-		}
-	}
-	return ips
-}
-
-// deniedError is a refusal by policy, as opposed to a network failure.
-type deniedError struct{ msg string }
-
-func (e *deniedError) Error() string { return "denied: " + e.msg }
-
-// deniedBy returns the refusal by policy err holds, the host's or the
-// credentials' (credentials.DeniedError), or nil.
-func deniedBy(err error) error {
-	var host *deniedError
-	if errors.As(err, &host) {
-		return host
-	}
-	var creds *credentials.DeniedError
-	if errors.As(err, &creds) {
-		return creds
-	}
-	return nil
-}
-
-// newModuleAuthenticator is the authenticator of a module run by the host:
-// every origin a credential is bound to must be allowed.
-func newModuleAuthenticator(cfg Config, store *credentials.Store) (*credentials.Authenticator, error) {
-	allowed, err := origin.ParseSet(cfg.HTTP.AllowedOrigins)
-	if err != nil {
-		return nil, err
-	}
-	return credentials.New(cfg.Name, cfg.Credentials, allowed, store)
-}
-
-// isInternal reports addresses no provider needs by name but an attacker
-// wants: the host itself, link-local (where cloud metadata services live),
-// and addresses that are not destinations at all.
-func isInternal(ip net.IP) bool {
-	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-		ip.IsInterfaceLocalMulticast() || ip.IsMulticast() || ip.IsUnspecified()
-}
-
-// guardedDialer resolves names itself and dials the address it checked, so
-// that a DNS answer cannot change between the check and the connection.
-type guardedDialer struct {
-	allowedIPs map[string]bool
-	lookup     func(ctx context.Context, host string) ([]net.IPAddr, error)
-	dialer     net.Dialer
-}
-
-func (g *guardedDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		if isInternal(ip) && !g.allowedIPs[ip.String()] {
-			return nil, &deniedError{fmt.Sprintf("address %s is internal and not allowed by IP", ip)}
-		}
-		return g.dialer.DialContext(ctx, network, addr)
-	}
-	addrs, err := g.lookup(ctx, host)
-	if err != nil {
-		return nil, err
-	}
-	var lastErr error = fmt.Errorf("%s resolved to no address", host)
-	for _, a := range addrs {
-		if isInternal(a.IP) {
-			return nil, &deniedError{fmt.Sprintf("%s resolves to internal address %s; allow it by IP to reach it", host, a.IP)}
-		}
-	}
-	for _, a := range addrs {
-		conn, err := g.dialer.DialContext(ctx, network, net.JoinHostPort(a.IP.String(), port))
-		if err == nil {
-			return conn, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
-}
-
-// httpClient performs the http_do host function for one module.
-type httpClient struct {
+// Client performs one module's requests, those of its http_do host
+// function.
+type Client struct {
 	module  string
-	cfg     HTTPConfig
+	cfg     Config
+	auth    *credentials.Authenticator
 	allowed allowlist
 	client  *http.Client
 	flights flights
@@ -140,7 +30,12 @@ type httpClient struct {
 	shadow atomic.Bool
 }
 
-func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
+// New makes the client of the module named module, which labels its
+// metrics. auth, when set, applies the module's credentials between the
+// allowlist and cfg.Wrap; every origin it binds a credential to must be
+// allowed.
+func New(module string, cfg Config, auth *credentials.Authenticator) (*Client, error) {
+	cfg = cfg.WithDefaults()
 	allowed, err := ParseAllowedOrigins(cfg.AllowedOrigins)
 	if err != nil {
 		return nil, err
@@ -166,10 +61,10 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 	if cfg.Wrap != nil {
 		rt = cfg.Wrap(rt)
 	}
-	if cfg.auth != nil {
-		rt = cfg.auth.Transport(rt)
+	if auth != nil {
+		rt = auth.Transport(rt)
 	}
-	h := &httpClient{module: module, cfg: cfg, allowed: allowed}
+	h := &Client{module: module, cfg: cfg, auth: auth, allowed: allowed}
 	h.shadow.Store(cfg.Shadow)
 	h.client = &http.Client{
 		Transport: rt,
@@ -184,11 +79,12 @@ func newHTTPClient(module string, cfg HTTPConfig) (*httpClient, error) {
 	return h, nil
 }
 
-// do performs req and always answers an HTTPResponse: failures are
-// reported in its Error field so the guest can tell them apart. A shadow's
-// request the rate budget refused, its own or one it joined, is noted in
-// ctx's call (noteShadowRefusal).
-func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResponse {
+// Do performs req and always answers an HTTPResponse: failures are
+// reported in its Error field so the guest can tell them apart.
+// shadowRefused says the rate budget refused the request, or the one it
+// joined, for want of spare room because the module is in shadow
+// (RateBudget): the caller withholds the answer of the call it came in.
+func (h *Client) Do(ctx context.Context, req *abi.HTTPRequest) (resp *abi.HTTPResponse, shadowRefused bool) {
 	var s sent
 	if key, coalescable := coalesceKey(req); coalescable {
 		var joined bool
@@ -199,11 +95,13 @@ func (h *httpClient) do(ctx context.Context, req *abi.HTTPRequest) *abi.HTTPResp
 	} else {
 		s = h.send(ctx, req)
 	}
-	if s.shadowRefused {
-		noteShadowRefusal(ctx)
-	}
-	return s.resp
+	return s.resp, s.shadowRefused
 }
+
+// SetShadow marks the module as a candidate in shadow, beside the module
+// in service, or, with false, as the module in service: a shadow's
+// requests get only the rate budget's spare room (RateBudget).
+func (h *Client) SetShadow(shadow bool) { h.shadow.Store(shadow) }
 
 // sent is what became of a request: the module's answer, the origin's
 // label, and whether the rate budget refused it for want of spare room
@@ -215,7 +113,7 @@ type sent struct {
 }
 
 // send performs req and counts it.
-func (h *httpClient) send(ctx context.Context, req *abi.HTTPRequest) sent {
+func (h *Client) send(ctx context.Context, req *abi.HTTPRequest) sent {
 	if !isRead(req.Method) {
 		h.flights.write()
 		defer h.flights.write()
@@ -244,7 +142,7 @@ const (
 
 // roundTrip performs req; hostLabel is the allowed origin it went to, as
 // the operator's configuration lists it, or one of the fixed values above.
-func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow bool) (resp *abi.HTTPResponse, hostLabel, code string) {
+func (h *Client) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow bool) (resp *abi.HTTPResponse, hostLabel, code string) {
 	u, err := url.Parse(req.URL)
 	if err != nil {
 		return &abi.HTTPResponse{Error: "invalid URL: " + err.Error()}, hostLabelInvalid, "invalid"
@@ -276,7 +174,7 @@ func (h *httpClient) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow
 	// Every answer, error included, may quote the request as the host
 	// sent it; it is cleaned before the module, or a caller it is
 	// coalesced with, sees it.
-	defer func() { h.cfg.auth.Redact(resp) }()
+	defer func() { h.auth.Redact(resp) }()
 	hresp, err := h.client.Do(hreq.WithContext(ctx))
 	if err != nil {
 		if denied := deniedBy(err); denied != nil {

@@ -1,4 +1,4 @@
-package host
+package egress
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
 // requests that are never sent.
-func (h *httpClient) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.URL) (*http.Request, error) {
+func (h *Client) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.URL) (*http.Request, error) {
 	method := req.Method
 	if method == "" {
 		method = http.MethodGet
@@ -42,8 +42,8 @@ func (h *httpClient) newRequest(ctx context.Context, req *abi.HTTPRequest, u *ur
 		}
 		hreq.Header.Add(hd.Name, hd.Value)
 	}
-	if h.cfg.auth != nil {
-		if err := h.cfg.auth.Authorize(hreq.Header, hreq.URL); err != nil {
+	if h.auth != nil {
+		if err := h.auth.Authorize(hreq.Header, hreq.URL); err != nil {
 			return nil, err
 		}
 	}

@@ -1,4 +1,4 @@
-package host
+package egress
 
 import (
 	"context"
@@ -111,7 +111,7 @@ const maxCloudDelay = time.Hour
 // cloud counts requests per project, not per module. A nil *RateBudget
 // limits nothing, and an origin it does not list costs one map lookup.
 //
-// A module in shadow (HTTPConfig.Shadow, Module.SetShadow), the candidate
+// A module in shadow (Config.Shadow, Client.SetShadow), the candidate
 // of a rollout, gets only spare room and never delays the module in
 // service: its request goes only if a token is free at once and at least
 // half the burst (at least one request) stays free after it, and never
@@ -119,8 +119,8 @@ const maxCloudDelay = time.Hour
 // the host's 429 at once, without reserving a later token. With a burst of
 // 1 a shadow's requests are never sent: every token would be the one the
 // module in service needs next. Whatever the module makes of that 429, the
-// host withholds the answer of the call it came in: Module.Call returns
-// ErrShadowThrottled, so that the host's own refusal never reads as the
+// host withholds the answer of the call it came in (Client.Do reports the
+// refusal; package runtime/host's Module.Call returns ErrShadowThrottled), so that the host's own refusal never reads as the
 // candidate failing or disagreeing.
 //
 // Each limited origin has a token bucket at the configured rate and
@@ -475,25 +475,3 @@ func throttledResponse(label string, after time.Duration) *abi.HTTPResponse {
 		Body: []byte("wasmccm: the rate budget for " + label + " (http.rateLimits) has no room before this call's deadline; retry after " + secs + "s\n"),
 	}
 }
-
-// noteShadowRefusal records in the running call that the rate budget
-// refused one of its requests, or one it joined, for want of spare room.
-func noteShadowRefusal(ctx context.Context) {
-	if inst := callerInstance(ctx); inst != nil {
-		inst.shadowRefused = true
-	}
-}
-
-// withheld replaces the outcome of a call of a module in shadow in which
-// the budget refused a request: whatever the module answered was shaped by
-// the host's refusal, not by the cloud, so it is no evidence for or
-// against the module.
-func withheld(export string) error {
-	return &FailureError{Export: export, Reason: ReasonShadowThrottled, Err: ErrShadowThrottled}
-}
-
-// SetShadow marks the module as a candidate in shadow, beside the module in
-// service, or, with false, as the module in service: a shadow's requests
-// get only the rate budget's spare room (RateBudget). A rollout promotes
-// the candidate it has run in shadow with SetShadow(false).
-func (m *Module) SetShadow(shadow bool) { m.http.shadow.Store(shadow) }

@@ -1,0 +1,167 @@
+package egress
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// TestCoalescedReads: identical concurrent reads reach the cloud once;
+// a read that may have missed a write that finished before it, a read
+// that opts out, and any write go on their own.
+func TestCoalescedReads(t *testing.T) {
+	var gets, posts atomic.Int32
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			posts.Add(1)
+			return
+		}
+		gets.Add(1)
+		<-release
+		w.Write([]byte("listing"))
+	}))
+	defer srv.Close()
+	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, MaxRequestBytes: 1 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(headers ...abi.Header) *abi.HTTPRequest {
+		return &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers", Headers: headers}
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	bodies := make([]string, 4)
+	for i := range bodies {
+		wg.Go(func() { bodies[i] = string(answer(ctx, h, get()).Body) })
+	}
+	waitFor(t, func() bool { return gets.Load() == 1 })
+	time.Sleep(50 * time.Millisecond) // the other three join meanwhile
+	if gets.Load() != 1 {
+		t.Errorf("%d GETs reached the cloud, want 1", gets.Load())
+	}
+
+	// A write finishes while the first read is still in flight: a read
+	// after it must not take the older answer.
+	if resp := answer(ctx, h, &abi.HTTPRequest{Method: "POST", URL: srv.URL + "/servers"}); resp.Error != "" || posts.Load() != 1 {
+		t.Fatalf("POST: %+v", resp)
+	}
+	wg.Go(func() { answer(ctx, h, get()) })
+	waitFor(t, func() bool { return gets.Load() == 2 })
+	wg.Go(func() { answer(ctx, h, get(abi.Header{Name: "Cache-Control", Value: "no-cache"})) })
+	waitFor(t, func() bool { return gets.Load() == 3 })
+	close(release)
+	wg.Wait()
+	for i, b := range bodies {
+		if b != "listing" {
+			t.Errorf("reader %d got %q", i, b)
+		}
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestCoalescingConfusion: a request crafted so that its fields, joined
+// with the old key's separators, read as another request's does not share
+// that request's response while both are in flight. The crafted one puts
+// the separator in a header value; the host refuses it, and the request it
+// imitates gets the cloud's answer to itself.
+func TestCoalescingConfusion(t *testing.T) {
+	arrived := make(chan struct{}, 2)
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		w.Write([]byte("answer to " + r.Header.Get("X-Tenant") + "/" + r.Header.Get("X-Role")))
+	}))
+	defer srv.Close()
+	defer close(release)
+	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	genuine := &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers",
+		Headers: []abi.Header{{Name: "X-Tenant", Value: "a"}, {Name: "X-Role", Value: "admin"}}}
+	crafted := &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers",
+		Headers: []abi.Header{{Name: "X-Tenant", Value: "a\x00X-Role\x00admin"}}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	genuineResp := make(chan *abi.HTTPResponse, 1)
+	go func() { genuineResp <- answer(ctx, h, genuine) }()
+	<-arrived
+	craftedResp := make(chan *abi.HTTPResponse, 1)
+	go func() { craftedResp <- answer(ctx, h, crafted) }()
+	var got *abi.HTTPResponse
+	select {
+	case got = <-craftedResp:
+	case <-time.After(time.Second):
+		// It joined the genuine request's flight: let that one finish.
+	}
+	release <- struct{}{}
+	if got == nil {
+		got = <-craftedResp
+	}
+	want := <-genuineResp
+	if want.StatusCode != http.StatusOK || string(want.Body) != "answer to a/admin" {
+		t.Fatalf("genuine request answered %d %q %q", want.StatusCode, want.Body, want.Error)
+	}
+	if got.StatusCode == want.StatusCode && string(got.Body) == string(want.Body) {
+		t.Fatalf("the crafted request shared the genuine one's response %q", got.Body)
+	}
+	if got.Error == "" {
+		t.Errorf("the crafted request, whose header holds a NUL, was answered %d %q; want it refused", got.StatusCode, got.Body)
+	}
+}
+
+// TestCoalesceKeyDistinct: requests that differ in any field the cloud
+// sees have different keys, however their fields are split.
+func TestCoalesceKeyDistinct(t *testing.T) {
+	url := "https://api.example/servers"
+	hs := func(kv ...string) []abi.Header {
+		var out []abi.Header
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, abi.Header{Name: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	requests := []*abi.HTTPRequest{
+		{Method: "GET", URL: url},
+		{Method: "HEAD", URL: url},
+		{Method: "GET", URL: url + "?page=2"},
+		{Method: "GET", URL: url, Headers: hs("A", "1", "B", "2")},
+		{Method: "GET", URL: url, Headers: hs("A", "1\x00B\x002")},
+		{Method: "GET", URL: url, Headers: hs("A\x001\x00B", "2")},
+		{Method: "GET", URL: url, Headers: hs("A", "1\x00B", "2", "")},
+		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "reader")},
+		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "admin")},
+		{Method: "GET", URL: url + "\x00" + abi.HeaderCredential + "\x00admin"},
+	}
+	seen := map[string]int{}
+	for i, req := range requests {
+		key, ok := coalesceKey(req)
+		if !ok {
+			t.Fatalf("request %d is not coalescable", i)
+		}
+		if j, dup := seen[key]; dup {
+			t.Errorf("requests %d and %d share the key %q", j, i, strings.ReplaceAll(key, "\x00", `\0`))
+		}
+		seen[key] = i
+	}
+}
