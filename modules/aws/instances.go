@@ -255,10 +255,4 @@ func addresses(in *instance) []abi.NodeAddress {
 	return out
 }
 
-// notFoundError is an error that matches sdk.ErrNotFound.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return "aws: " + e.msg }
-func (e *notFoundError) Unwrap() error { return sdk.ErrNotFound }
-
-func notFound(msg string) error { return &notFoundError{msg} }
+func notFound(msg string) error { return sdk.NotFound("aws: " + msg) }

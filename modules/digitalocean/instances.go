@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk"
 )
 
 // ProviderIDPrefix is the scheme of droplet provider IDs: droplet 42 is
@@ -46,7 +47,7 @@ func (p *Provider) lookupDroplet(ctx context.Context, node *abi.Node) (*droplet,
 func (p *Provider) existing(ctx context.Context, node *abi.Node) (*droplet, error) {
 	d, err := p.lookupDroplet(ctx, node)
 	if err == nil && d == nil {
-		err = &notFoundError{"digitalocean: no droplet found for node " + strconv.Quote(node.Name)}
+		err = sdk.NotFound("digitalocean: no droplet found for node " + strconv.Quote(node.Name))
 	}
 	return d, err
 }

@@ -197,12 +197,6 @@ func (p *Provider) logf(level abi.LogLevel, msg string) {
 	}
 }
 
-// notFoundError is an error that matches sdk.ErrNotFound.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-func (e *notFoundError) Unwrap() error { return sdk.ErrNotFound }
-
 func cmpOr(v, def string) string {
 	if v == "" {
 		return def

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/sdk"
 )
 
 // ProviderIDPrefix is the scheme of cloud server provider IDs: server 42
@@ -62,7 +63,7 @@ func (p *Provider) InstanceShutdown(ctx context.Context, node *abi.Node) (bool, 
 		return false, err
 	}
 	if s == nil {
-		return false, &notFoundError{"hcloud: no server found for node " + strconv.Quote(node.Name)}
+		return false, sdk.NotFound("hcloud: no server found for node " + strconv.Quote(node.Name))
 	}
 	return s.Status == "off", nil
 }
@@ -76,7 +77,7 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.I
 		return nil, err
 	}
 	if s == nil {
-		return nil, &notFoundError{"hcloud: no server found for node " + strconv.Quote(node.Name)}
+		return nil, sdk.NotFound("hcloud: no server found for node " + strconv.Quote(node.Name))
 	}
 	networkID, err := p.network(ctx)
 	if err != nil {

@@ -284,9 +284,3 @@ func (p *Provider) logf(level abi.LogLevel, msg string) {
 		p.host.Log(level, "hcloud: "+msg)
 	}
 }
-
-// notFoundError is an error that matches sdk.ErrNotFound.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-func (e *notFoundError) Unwrap() error { return sdk.ErrNotFound }

@@ -50,6 +50,15 @@ var (
 	ErrImplementedElsewhere = guest.ErrImplementedElsewhere
 )
 
+// NotFound returns an error with message msg that matches ErrNotFound, for
+// a provider to say which object was not found and why.
+func NotFound(msg string) error { return &notFoundError{msg} }
+
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+func (e *notFoundError) Unwrap() error { return ErrNotFound }
+
 // RetryAfter returns an error asking the controller to retry after d, as
 // cloud-provider's api.RetryError does. Use it for rate limits and other
 // transient cloud conditions.

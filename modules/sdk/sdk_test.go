@@ -5,6 +5,7 @@ package sdk_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -77,5 +78,20 @@ func TestNativeHostCredentials(t *testing.T) {
 	var cerr *sdk.CredentialError
 	if _, err := h.Credential("other"); !errors.As(err, &cerr) || cerr.Errno != abi.ErrnoNotGranted {
 		t.Fatalf("ungranted credential: %v", err)
+	}
+}
+
+// TestNotFound: the error says what was not found, matches ErrNotFound
+// however wrapped, and reaches the host as StatusNotFound.
+func TestNotFound(t *testing.T) {
+	err := fmt.Errorf("looking up node-1: %w", sdk.NotFound("mycloud: no server named node-1"))
+	if !errors.Is(err, sdk.ErrNotFound) {
+		t.Fatalf("%v does not match ErrNotFound", err)
+	}
+	if got := err.Error(); got != "looking up node-1: mycloud: no server named node-1" {
+		t.Errorf("message %q", got)
+	}
+	if o := sdk.OutcomeOf(err); o.Status != abi.StatusNotFound {
+		t.Errorf("status %v, want NotFound", o.Status)
 	}
 }

@@ -220,13 +220,7 @@ func errorMessage(resp *abi.HTTPResponse) string {
 
 // ---- errors ----
 
-// notFound is an error that matches sdk.ErrNotFound.
-type notFound struct{ msg string }
-
-func (e *notFound) Error() string { return e.msg }
-func (e *notFound) Unwrap() error { return sdk.ErrNotFound }
-
-func errNotFound(msg string) error { return &notFound{msg: "simcloud: " + msg} }
+func errNotFound(msg string) error { return sdk.NotFound("simcloud: " + msg) }
 
 // ---- helpers ----
 
