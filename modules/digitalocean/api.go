@@ -133,21 +133,10 @@ func get[T any](ctx context.Context, p *Provider, what, path, key string) (*T, b
 		return nil, false, err
 	}
 	v := new(T)
-	if err := decodeKey(body, key, v); err != nil {
+	if err := rest.Member(body, key, v); err != nil {
 		return nil, false, errors.New("digitalocean: " + what + ": " + err.Error())
 	}
 	return v, true, nil
-}
-
-func decodeKey(body map[string]json.RawMessage, key string, v any) error {
-	raw, ok := body[key]
-	if !ok || string(raw) == "null" {
-		return errors.New("the response has no " + strconv.Quote(key))
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return errors.New("decoding " + strconv.Quote(key) + ": " + err.Error())
-	}
-	return nil
 }
 
 // perPage is the page size, the official CCM's: droplets are large
@@ -199,7 +188,7 @@ func listPage[T any](ctx context.Context, p *Provider, what, kind string, page i
 	fail := func(msg string) ([]T, int, int, error) {
 		return nil, 0, 0, errors.New("digitalocean: " + what + ": " + msg)
 	}
-	if err := decodeKey(raw, kind, &items); err != nil {
+	if err := rest.Member(raw, kind, &items); err != nil {
 		return fail(err.Error())
 	}
 	for key, v := range map[string]any{"links": &body.Links, "meta": &body.Meta} {

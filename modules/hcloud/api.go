@@ -108,21 +108,10 @@ func getByID[T any](ctx context.Context, p *Provider, what, kind, key string, id
 		return nil, false, err
 	}
 	v := new(T)
-	if err := decodeKey(body, key, v); err != nil {
+	if err := rest.Member(body, key, v); err != nil {
 		return nil, false, errors.New("hcloud: " + what + ": " + err.Error())
 	}
 	return v, true, nil
-}
-
-func decodeKey(body map[string]json.RawMessage, key string, v any) error {
-	raw, ok := body[key]
-	if !ok || string(raw) == "null" {
-		return errors.New("the response has no " + strconv.Quote(key))
-	}
-	if err := json.Unmarshal(raw, v); err != nil {
-		return errors.New("decoding " + strconv.Quote(key) + ": " + err.Error())
-	}
-	return nil
 }
 
 // perPage is the API's largest page.
@@ -173,7 +162,7 @@ func listPage[T any](ctx context.Context, p *Provider, what, kind string, page i
 	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "GET", Path: "/" + kind, Query: query, Into: &body}); err != nil {
 		return nil, 0, 0, err
 	}
-	if err := decodeKey(body, kind, &items); err != nil {
+	if err := rest.Member(body, kind, &items); err != nil {
 		return nil, 0, 0, errors.New("hcloud: " + what + ": " + err.Error())
 	}
 	var meta struct {

@@ -307,6 +307,22 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\
 // maxRetryAfter bounds a server-requested delay.
 const maxRetryAfter = time.Hour
 
+// Member decodes the member key of a JSON object into v: the envelope
+// many cloud APIs wrap their answers in ({"server": {...}, "meta": ...}),
+// decoded first into a map of raw members. A missing or null member is an
+// error, never a zero value, since an empty answer read as "nothing" can
+// make an object look gone.
+func Member(body map[string]json.RawMessage, key string, v any) error {
+	raw, ok := body[key]
+	if !ok || string(raw) == "null" {
+		return errors.New("the response has no " + strconv.Quote(key))
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errors.New("decoding " + strconv.Quote(key) + ": " + err.Error())
+	}
+	return nil
+}
+
 // RetryAfterHeader parses a Retry-After value, delay-seconds or an HTTP
 // date (abi.ParseRetryAfter), into a delay between one second and one
 // hour.

@@ -4,6 +4,7 @@ package rest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -225,6 +226,25 @@ func TestExcerpt(t *testing.T) {
 	for _, tt := range tests {
 		if got := rest.Excerpt([]byte(tt.in)); got != tt.want {
 			t.Errorf("Excerpt(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestMember: an envelope's member decodes; a missing or null one, or one
+// of the wrong shape, is an error naming it, never a zero value.
+func TestMember(t *testing.T) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(`{"server": {"name": "node-1"}, "gone": null, "count": "x"}`), &body); err != nil {
+		t.Fatal(err)
+	}
+	var server struct{ Name string }
+	if err := rest.Member(body, "server", &server); err != nil || server.Name != "node-1" {
+		t.Fatalf("server: %+v, %v", server, err)
+	}
+	var n int
+	for key, want := range map[string]string{"missing": `the response has no "missing"`, "gone": `the response has no "gone"`, "count": `decoding "count"`} {
+		if err := rest.Member(body, key, &n); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Member(%q): %v, want an error containing %q", key, err, want)
 		}
 	}
 }
