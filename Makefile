@@ -46,7 +46,7 @@ docs: ## Generate docs/reference from the code (a unit test fails when it is sta
 # main package in modules/NAME/module.
 PROVIDER_MODULES := simcloud hcloud aws digitalocean
 
-modules: ## Build the simcloud, hcloud and aws provider modules with standard Go and TinyGo, raw and gzipped.
+modules: ## Build the provider modules (simcloud, hcloud, aws, digitalocean) with standard Go and TinyGo, raw and gzipped.
 	@mkdir -p $(BIN)
 	for m in $(PROVIDER_MODULES); do \
 	  GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -trimpath -ldflags='-s -w' -o $(BIN)/$$m-go.wasm ./modules/$$m/module && \
