@@ -3,7 +3,8 @@
 // digitalocean-cloud-controller-manager) without a DigitalOcean account.
 //
 // It serves the endpoints those controllers use: droplets (list, filtered
-// by name or tag_name, and get), load balancers (create, get, list, update,
+// by name or tag_name, and get), regions (list: the official CCM checks
+// its REGION against it at start), load balancers (create, get, list, update,
 // delete) and tags (create, get, tag and untag resources). Every body is
 // built from the types of github.com/digitalocean/godo, so the wire format
 // is the real API's; the tests drive it with the godo client itself.

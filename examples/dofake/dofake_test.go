@@ -103,6 +103,19 @@ func TestDropletPagination(t *testing.T) {
 	}
 }
 
+// TestRegions: godo lists the regions the official CCM checks its REGION
+// against.
+func TestRegions(t *testing.T) {
+	_, do := client(t, Options{})
+	list, _, err := do.Regions.List(context.Background(), &godo.ListOptions{PerPage: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != len(Regions) || !slices.ContainsFunc(list, func(r godo.Region) bool { return r.Slug == "fra1" && r.Available }) {
+		t.Fatalf("regions %+v", list)
+	}
+}
+
 // TestErrorsAndRate: a missing droplet is godo's ErrorResponse with the
 // API's id, every answer carries the rate headers godo parses, a wrong
 // token is 401, and an empty bucket is 429 when enforced.

@@ -74,6 +74,7 @@ func (c *Cloud) Handler() http.Handler {
 	routes := map[string]func(*http.Request) (int, any, *apiError){
 		"GET /v2/droplets":                 c.listDroplets,
 		"GET /v2/droplets/{id}":            c.getDroplet,
+		"GET /v2/regions":                  c.listRegions,
 		"GET /v2/load_balancers":           c.listLoadBalancers,
 		"POST /v2/load_balancers":          c.createLoadBalancer,
 		"GET /v2/load_balancers/{id}":      c.getLoadBalancer,

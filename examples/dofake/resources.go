@@ -42,6 +42,21 @@ func (c *Cloud) getDroplet(r *http.Request) (int, any, *apiError) {
 	return 200, map[string]any{"droplet": clone(d)}, nil
 }
 
+// Regions are the region slugs the fake lists, as the API lists
+// DigitalOcean's regions; droplets and load balancers may name others.
+var Regions = []string{"ams3", "blr1", "fra1", "lon1", "nyc1", "nyc3", "sfo2", "sfo3", "sgp1", "syd1", "tor1"}
+
+// listRegions lists Regions, which the official CCM reads at start to
+// check its REGION.
+func (c *Cloud) listRegions(r *http.Request) (int, any, *apiError) {
+	list := make([]godo.Region, 0, len(Regions))
+	for _, slug := range Regions {
+		list = append(list, godo.Region{Slug: slug, Name: slug, Available: true, Sizes: []string{"s-2vcpu-4gb"}, Features: []string{"private_networking"}})
+	}
+	body, err := page(r, "regions", list)
+	return 200, body, err
+}
+
 func (c *Cloud) listLoadBalancers(r *http.Request) (int, any, *apiError) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
