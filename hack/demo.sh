@@ -9,6 +9,7 @@
 #   hack/demo.sh -toolchain go   use the standard-Go-built module
 #   hack/demo.sh -provider hcloud   the Hetzner Cloud module against a fake Hetzner API
 #   hack/demo.sh -provider aws      the Amazon EC2 module against a fake EC2 and ELB API
+#   hack/demo.sh -provider digitalocean   the DigitalOcean module against a fake DigitalOcean API
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh

@@ -1,8 +1,9 @@
 // Command demo runs wasmccm end to end on this machine: a real etcd and
 // kube-apiserver on loopback, the simulated cloud (or, with -provider
 // hcloud, the fake Hetzner Cloud API; with -provider aws, the fake EC2 and
-// ELB APIs), and the wasm-cloud-controller-manager running the matching
-// provider module. It
+// ELB APIs; with -provider digitalocean, the fake DigitalOcean API), and
+// the wasm-cloud-controller-manager running the matching provider module.
+// It
 // registers three Nodes the way kubelets with --cloud-provider=external do
 // (tainted, uninitialized), creates a LoadBalancer Service, waits for the
 // CCM to initialize the Nodes and provision the load balancer, prints the
@@ -38,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
+	"github.com/wasmccm/wasmccm/examples/dofake"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
@@ -53,10 +55,11 @@ func main() {
 	bin := flag.String("bin", "bin", "directory holding wasm-cloud-controller-manager and simcloud")
 	toolchain := flag.String("toolchain", "tinygo", "compiler for the provider module: tinygo or go")
 	keep := flag.Bool("keep", false, "keep everything running until interrupted")
-	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, hcloud (the Hetzner Cloud module against a fake Hetzner API) or aws (the Amazon EC2 module against a fake EC2 and ELB API)")
+	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, hcloud (the Hetzner Cloud module against a fake Hetzner API), "+
+		"aws (the Amazon EC2 module against a fake EC2 and ELB API) or digitalocean (the DigitalOcean module against a fake DigitalOcean API)")
 	flag.Parse()
-	if *provider != "simcloud" && *provider != "hcloud" && *provider != "aws" {
-		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud, hcloud or aws\n", *provider)
+	if !slices.Contains([]string{"simcloud", "hcloud", "aws", "digitalocean"}, *provider) {
+		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud, hcloud, aws or digitalocean\n", *provider)
 		os.Exit(2)
 	}
 	if err := run(*bin, *provider, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
@@ -119,6 +122,8 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 		cloud, err = startHcloud(ctx, names)
 	case "aws":
 		cloud, err = startAWS(ctx, len(names))
+	case "digitalocean":
+		cloud, err = startDigitalOcean(ctx, names)
 	default:
 		cloud, err = startSimcloud(ctx, bin, dir, names)
 	}
@@ -318,6 +323,34 @@ func startAWS(ctx context.Context, n int) (demoCloud, error) {
 				if r.InstanceID != "" {
 					fmt.Printf("  route %s via %s (%s)\n", r.DestinationCIDR, r.InstanceID, table.ID)
 				}
+			}
+			return nil
+		}}, nil
+}
+
+// startDigitalOcean serves the fake DigitalOcean API from this process,
+// with one droplet per Node name. DigitalOcean has no routes: the pod
+// network is the CNI's business there.
+func startDigitalOcean(ctx context.Context, names []string) (demoCloud, error) {
+	fake := dofake.New(dofake.Options{Token: token})
+	regions := []string{"fra1", "ams3", "lon1"}
+	for i, name := range names {
+		if _, err := fake.AddDroplet(dofake.Droplet{Name: name, Region: regions[i%len(regions)]}); err != nil {
+			return demoCloud{}, err
+		}
+	}
+	url, err := serve(ctx, fake.Handler())
+	if err != nil {
+		return demoCloud{}, err
+	}
+	step("serving the fake DigitalOcean API at %s/v2 with %d droplets", url, len(names))
+	return demoCloud{url: url, module: "modules/digitalocean/module", nodes: names, auth: bearerAuth(url), secrets: map[string]string{"token": token},
+		providerConfig: fmt.Sprintf("{endpoint: %q, tokenCredential: token, region: fra1}", url),
+		describe: func() error {
+			fmt.Println("\nIn the fake DigitalOcean:")
+			for _, lb := range fake.LoadBalancers() {
+				fmt.Printf("  load balancer %s  type=%s  region=%s  status=%s  ip=%s  droplets=%s  tags=%s\n", lb.Name, lb.Type, lb.Region.Slug,
+					lb.Status, lb.IP, strings.Trim(fmt.Sprint(lb.DropletIDs), "[]"), strings.Join(lb.Tags, ","))
 			}
 			return nil
 		}}, nil
