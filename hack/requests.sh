@@ -12,6 +12,9 @@
 #   WASMCCM_HCLOUD_CCM=/path/to/hcloud-cloud-controller-manager hack/requests.sh
 #                                              the official CCM too, same scenario
 #   WASMCCM_REQUESTS_WINDOW=11m hack/requests.sh
+#   WASMCCM_REQUESTS_CLOUD=digitalocean WASMCCM_DO_CCM=$(hack/build-do-ccm.sh | tail -1) hack/requests.sh
+#                                              DigitalOcean instead: the digitalocean module and
+#                                              the official CCM against examples/dofake, no routes
 #   WASMCCM_REQUESTS_NODES=5000 WASMCCM_REQUESTS_POD_CIDRS=initialized hack/requests.sh
 #                                              pod CIDRs only once every Node is initialized
 #   WASMCCM_REQUESTS_NODES=1000 WASMCCM_REQUESTS_SERVICES=200 WASMCCM_REQUESTS_RATE_LIMIT=3600 \

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/dofake"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/test/scale/requests"
 )
 
 // TestDigitalOceanDifferential runs the same cluster twice, once with
@@ -243,4 +246,27 @@ func deref[T any](p *T) any {
 		return "unset"
 	}
 	return *p
+}
+
+// TestDigitalOceanRequests is TestDigitalOceanDifferential's sibling for
+// reads: the DigitalOcean API requests per hour, by endpoint, of wasmccm
+// with the TinyGo-built digitalocean module and of the official CCM named
+// by WASMCCM_DO_CCM, in steady state with Ready Nodes (60, or the
+// comma-separated WASMCCM_REQUESTS_NODES) and the CCMs' default periods
+// (test/scale/requests says how). Skipped unless the variable is set;
+// WASMCCM_REQUESTS_WINDOW changes the window (6 minutes, so that it holds
+// a node status update).
+func TestDigitalOceanRequests(t *testing.T) {
+	nodes := []int{60}
+	if v := os.Getenv("WASMCCM_REQUESTS_NODES"); v != "" {
+		nodes = nil
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil || n <= 0 {
+				t.Fatalf("WASMCCM_REQUESTS_NODES: %q is not a positive number", s)
+			}
+			nodes = append(nodes, n)
+		}
+	}
+	compareRequests(t, requests.DigitalOcean, doModule, "WASMCCM_DO_CCM", nodes)
 }

@@ -17,21 +17,25 @@ import (
 )
 
 // TestRequests is the request-count benchmark (package requests): the
-// Hetzner Cloud API requests per hour, by endpoint, of wasmccm with the
-// TinyGo-built hcloud module in steady state with N Ready Nodes and their
-// routes, and of the official hcloud-cloud-controller-manager when
-// WASMCCM_HCLOUD_CCM names its binary. Not a timed test.
+// cloud API requests per hour, by endpoint, of wasmccm with the
+// TinyGo-built module in steady state with N Ready Nodes (and their
+// routes, on Hetzner Cloud), and of the cloud's official CCM when
+// WASMCCM_HCLOUD_CCM (or WASMCCM_DO_CCM) names its binary. Not a timed
+// test.
 //
 // It runs only when WASMCCM_REQUESTS is set; hack/requests.sh sets it.
 // Settings, all from the environment:
 //
+//	WASMCCM_REQUESTS_CLOUD    hcloud (default) or digitalocean (no routes)
 //	WASMCCM_REQUESTS_NODES    comma-separated N (default 60,1000,5000)
 //	WASMCCM_REQUESTS_WINDOW   steady-state window (default 6m; at least
 //	                          5m to hold a node status update; 0: none,
 //	                          the run ends with its setup)
 //	WASMCCM_REQUESTS_IMPLS    comma-separated: wasmccm, official (default
-//	                          wasmccm, and official when WASMCCM_HCLOUD_CCM is set)
-//	WASMCCM_HCLOUD_CCM        the official CCM's binary
+//	                          wasmccm, and official when the official CCM is set)
+//	WASMCCM_HCLOUD_CCM        the official CCM's binary, for hcloud
+//	WASMCCM_DO_CCM            the official CCM's binary, for digitalocean
+//	                          (hack/build-do-ccm.sh builds it)
 //	WASMCCM_REQUESTS_TIMEOUT  bound of each run's setup (default 40m)
 //	WASMCCM_REQUESTS_POD_CIDRS  registration (default): each Node has its
 //	                          pod CIDR from the start; initialized: the
@@ -60,7 +64,12 @@ func TestRequests(t *testing.T) {
 	if window != 0 && window < requests.StatusPeriod {
 		t.Logf("the window (%s) is shorter than the node status update period (%s): it may hold no update", window, requests.StatusPeriod)
 	}
-	official := os.Getenv("WASMCCM_HCLOUD_CCM")
+	cloud := requests.Cloud(envString("WASMCCM_REQUESTS_CLOUD", string(requests.Hcloud)))
+	officialVar := map[requests.Cloud]string{requests.Hcloud: "WASMCCM_HCLOUD_CCM", requests.DigitalOcean: "WASMCCM_DO_CCM"}[cloud]
+	if officialVar == "" {
+		t.Fatalf("WASMCCM_REQUESTS_CLOUD=%q: want hcloud or digitalocean", cloud)
+	}
+	official := os.Getenv(officialVar)
 	defaultImpls := "wasmccm"
 	if official != "" {
 		defaultImpls += ",official"
@@ -92,14 +101,14 @@ func TestRequests(t *testing.T) {
 		switch requests.Impl(impl) {
 		case requests.Wasmccm:
 			// The module as deployed: TinyGo, without a collector.
-			path, err := wasmbuild.Build("../../modules/hcloud/module", wasmbuild.TinyGo)
+			path, err := wasmbuild.Build("../../modules/"+string(cloud)+"/module", wasmbuild.TinyGo)
 			if err != nil {
 				t.Fatal(err)
 			}
 			module = path
 		case requests.Official:
 			if official == "" {
-				t.Fatal("WASMCCM_REQUESTS_IMPLS names official: set WASMCCM_HCLOUD_CCM to its binary")
+				t.Fatalf("WASMCCM_REQUESTS_IMPLS names official: set %s to its binary", officialVar)
 			}
 		default:
 			t.Fatalf("WASMCCM_REQUESTS_IMPLS: unknown %q (want wasmccm or official)", impl)
@@ -109,7 +118,7 @@ func TestRequests(t *testing.T) {
 	var results []*requests.Result
 	for _, n := range sizes {
 		for _, impl := range impls {
-			o := requests.Options{Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout, PodCIDRsOnInit: onInit,
+			o := requests.Options{Cloud: cloud, Impl: requests.Impl(impl), Nodes: n, Window: window, Timeout: timeout, PodCIDRsOnInit: onInit,
 				NoRoutes: noRoutes, Services: services, RateLimit: rateLimit}
 			if o.Impl == requests.Official {
 				o.Binary = official

@@ -1,14 +1,19 @@
-// Package requests counts the Hetzner Cloud API requests a
-// cloud-controller-manager makes in steady state: wasmccm with the hcloud
-// module, or the official hcloud-cloud-controller-manager, against the fake
-// API of examples/hcloudfake, on a real kube-apiserver and etcd
-// (test/e2e/cluster) with N Ready Nodes, a network with one route per
-// Node, and the CCM's default controller periods (node monitor 5 s, route
+// Package requests counts the cloud API requests a
+// cloud-controller-manager makes in steady state: wasmccm with a provider
+// module, or the cloud's official CCM, against a fake of the cloud's API
+// (Hetzner Cloud: the hcloud module or hcloud-cloud-controller-manager
+// against examples/hcloudfake; DigitalOcean: the digitalocean module or
+// digitalocean-cloud-controller-manager against examples/dofake; see
+// clouds.go), on a real kube-apiserver and etcd (test/e2e/cluster) with N
+// Ready Nodes, on Hetzner Cloud a network with one route per Node, and
+// the CCM's default controller periods (node monitor 5 s, route
 // reconciliation 10 s, node status update 5 minutes, service sync at its
 // default). It is the engine of test/scale's TestRequests and of
-// test/e2e's TestHcloudRequests; it is not a timed test.
+// test/e2e's TestHcloudRequests and TestDigitalOceanRequests; it is not
+// a timed test.
 //
-// One Run: servers named node-00001... in network "k8s" (10.0.0.0/16);
+// One Run: machines named node-00001... (on Hetzner Cloud servers in
+// network "k8s", 10.0.0.0/16; on DigitalOcean droplets, and no routes);
 // the CCM starts; N Nodes are registered as a kubelet with
 // --cloud-provider=external registers them (tainted uninitialized, no
 // provider ID, Ready), each with the pod CIDR a node IPAM controller gives
@@ -65,7 +70,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
-	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 	"github.com/wasmccm/wasmccm/test/scale/ccmproc"
 )
@@ -74,23 +78,20 @@ import (
 type Impl string
 
 const (
-	// Wasmccm is wasm-cloud-controller-manager with the hcloud module.
+	// Wasmccm is wasm-cloud-controller-manager with the cloud's module.
 	Wasmccm Impl = "wasmccm"
-	// Official is hcloud-cloud-controller-manager.
+	// Official is the cloud's own CCM.
 	Official Impl = "official"
 )
 
 const (
 	token       = "requests-token"
 	clusterName = "requests"
-	networkName = "k8s"
-	networkCIDR = "10.0.0.0/16"
 	// ClusterCIDR holds the Nodes' pod CIDRs, a /24 each: 16,384 Nodes.
 	// It is RFC 1918 space outside the network, as the API requires of a
 	// route's destination.
 	ClusterCIDR = "10.64.0.0/10"
 	taintKey    = "node.cloudprovider.kubernetes.io/uninitialized"
-	lbLocation  = "fsn1"
 	// RoutePeriod is --route-reconciliation-period's default, and
 	// StatusPeriod --node-status-update-frequency's: the CCM gets neither
 	// flag.
@@ -100,11 +101,13 @@ const (
 
 // Options describe one run.
 type Options struct {
-	Impl Impl
-	// Binary is wasm-cloud-controller-manager for Wasmccm,
-	// hcloud-cloud-controller-manager for Official.
+	// Cloud is the provider; Hcloud when empty.
+	Cloud Cloud
+	Impl  Impl
+	// Binary is wasm-cloud-controller-manager for Wasmccm, the cloud's
+	// official CCM for Official.
 	Binary string
-	// Module is the hcloud module's wasm file (Wasmccm only), and
+	// Module is the cloud's module's wasm file (Wasmccm only), and
 	// CompilationCacheDir where the CCM keeps its compilation.
 	Module, CompilationCacheDir string
 	// Nodes is N.
@@ -117,7 +120,7 @@ type Options struct {
 	// them are initialized, instead of at registration.
 	PodCIDRsOnInit bool
 	// NoRoutes runs the CCM without the route controller (no pod CIDRs,
-	// no network routes).
+	// no network routes); always so for a cloud without routes.
 	NoRoutes bool
 	// Services is how many Services of type LoadBalancer are created once
 	// every Node is initialized (and routed); the setup then ends when
@@ -132,6 +135,7 @@ type Options struct {
 
 // Result is what one run measured.
 type Result struct {
+	Cloud          Cloud
 	Impl           Impl
 	Nodes          int
 	PodCIDRsOnInit bool
@@ -198,26 +202,20 @@ func Run(t *testing.T, o Options) *Result {
 	}
 	apiserver := ccmproc.FindAPIServer(c.Config.Host)
 
-	fake := hcloudfake.New(hcloudfake.Options{Token: token, RateLimit: o.RateLimit, EnforceRateLimit: o.RateLimit > 0})
+	cloud := newCloud(t, o)
+	if cloud.routes == nil {
+		o.NoRoutes = true
+	}
+	fake := cloud.fake
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
-	network, err := fake.AddNetwork(networkName, networkCIDR)
-	if err != nil {
-		t.Fatal(err)
-	}
-	locations := []string{"fsn1", "nbg1", "hel1"}
-	for i := 1; i <= o.Nodes; i++ {
-		if _, err := fake.AddServer(hcloudfake.Server{Name: NodeName(i), Type: "cpx21", Location: locations[i%3], Network: network.ID}); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := c.WriteKubeconfig(kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	args, env := ccmArgs(t, o, dir, kubeconfig, srv.URL)
+	args, env := ccmArgs(t, o, cloud, dir, kubeconfig, srv.URL)
 	w := newWatcher(t, client)
 	ccm := ccmproc.Start(t, o.Binary, dir, args, env)
 	t.Logf("%s, %d Nodes: CCM healthy after %s", o.Impl, o.Nodes, time.Since(ccm.Started).Round(time.Millisecond))
@@ -233,7 +231,10 @@ func Run(t *testing.T, o Options) *Result {
 	t.Logf("%s, %d Nodes: registered in %s", o.Impl, o.Nodes, time.Since(start).Round(time.Millisecond))
 
 	// Setup: every Node initialized, a route for each.
-	routes := func() int { n, _ := fake.Network(network.ID); return len(n.Routes) }
+	routes := func() int { return 0 }
+	if cloud.routes != nil {
+		routes = cloud.routes
+	}
 	wantRoutes := o.Nodes
 	if o.NoRoutes {
 		wantRoutes = 0
@@ -261,7 +262,7 @@ func Run(t *testing.T, o Options) *Result {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	res := &Result{Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, NoRoutes: o.NoRoutes, Services: o.Services,
+	res := &Result{Cloud: o.Cloud, Impl: o.Impl, Nodes: o.Nodes, PodCIDRsOnInit: o.PodCIDRsOnInit, NoRoutes: o.NoRoutes, Services: o.Services,
 		RateLimit: o.RateLimit, Initialized: time.Since(start)}
 	t.Logf("%s, %d Nodes: initialized after %s, %d cloud requests, %d refused with 429", o.Impl, o.Nodes,
 		res.Initialized.Round(time.Second), sum(fake.Requests()), fake.Throttled())
@@ -346,7 +347,7 @@ func podCIDRs(t *testing.T, n int) []string {
 }
 
 // ccmArgs returns the flags and extra environment of the CCM under test.
-func ccmArgs(t *testing.T, o Options, dir, kubeconfig, cloudURL string) (args, env []string) {
+func ccmArgs(t *testing.T, o Options, cloud cloudSetup, dir, kubeconfig, cloudURL string) (args, env []string) {
 	args = []string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
@@ -384,20 +385,16 @@ credentials:
   dir: %s
   auth:
   - {name: token, origins: [%q], bearer: {key: token}}
-providerConfig: {endpoint: %q, tokenCredential: token, network: %s, loadBalancers: {location: %s}}
-`, clusterName, o.Module, o.CompilationCacheDir, cloudURL, rateLimits, credDir, cloudURL, cloudURL+"/v1", networkName, lbLocation)
+providerConfig: %s
+`, clusterName, o.Module, o.CompilationCacheDir, cloudURL, rateLimits, credDir, cloudURL, cloud.providerConfig(cloudURL))
 		path := filepath.Join(dir, "cloud-config.yaml")
 		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return append(args, "--cloud-provider=wasm", "--cloud-config="+path), nil
 	case Official:
-		// Configured through its environment as its documentation says;
-		// the server cache at its defaults (mode all, 10 s).
-		return append(args, "--cloud-provider=hcloud", "--allow-untagged-cloud=true"), []string{
-			"HCLOUD_TOKEN=" + token, "HCLOUD_ENDPOINT=" + cloudURL + "/v1", "HCLOUD_NETWORK=" + networkName,
-			"HCLOUD_NETWORK_DISABLE_ATTACHED_CHECK=true", "HCLOUD_METRICS_ENABLED=false", "HCLOUD_LOAD_BALANCERS_LOCATION=" + lbLocation,
-		}
+		flags, env := cloud.official(cloudURL)
+		return append(args, flags...), env
 	}
 	t.Fatalf("unknown implementation %q", o.Impl)
 	return nil, nil
@@ -566,7 +563,7 @@ func (w *watcher) deletedCount() int {
 
 // createLoadBalancers creates o.Services Services of type LoadBalancer and
 // waits until each has an ingress address, returning how long that took.
-func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, deadline time.Time, ccm *ccmproc.Process, fake *hcloudfake.Cloud) time.Duration {
+func createLoadBalancers(t *testing.T, client kubernetes.Interface, o Options, deadline time.Time, ccm *ccmproc.Process, fake fakeAPI) time.Duration {
 	ctx := context.Background()
 	start := time.Now()
 	forAll(t, o.Services, func(i int) error {
