@@ -112,19 +112,7 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		name := "node " + in.Zone
-		out[name+" providerID"] = n.Spec.ProviderID
-		out[name+" addresses"] = compact(n.Status.Addresses)
-		for k, v := range n.Labels {
-			if strings.Contains(k, "topology") || strings.Contains(k, "instance-type") || strings.Contains(k, "failure-domain") {
-				out[name+" label "+k] = v
-			}
-		}
-		var taints []string
-		for _, tn := range n.Spec.Taints {
-			taints = append(taints, tn.Key)
-		}
-		out[name+" taints"] = strings.Join(taints, ",")
+		nodeOutcome(out, "node "+in.Zone, n)
 	}
 	// Load balancers and their groups are named after Service UIDs, which
 	// differ between the runs, and group IDs follow the order of creation:

@@ -136,19 +136,7 @@ func doDiffRun(t *testing.T, impl, official string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := "node " + d.Name + " "
-		out[p+"providerID"] = n.Spec.ProviderID
-		out[p+"addresses"] = compact(n.Status.Addresses)
-		for k, v := range n.Labels {
-			if strings.Contains(k, "topology") || strings.Contains(k, "instance-type") || strings.Contains(k, "failure-domain") {
-				out[p+"label "+k] = v
-			}
-		}
-		var taints []string
-		for _, tn := range n.Spec.Taints {
-			taints = append(taints, tn.Key)
-		}
-		out[p+"taints"] = strings.Join(taints, ",")
+		nodeOutcome(out, "node "+d.Name, n)
 	}
 
 	// Default names follow the Service UID, and addresses the order in

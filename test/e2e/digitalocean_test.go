@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/wasmccm/wasmccm/examples/dofake"
-	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 )
 
@@ -283,37 +282,20 @@ func (e *doEnv) testFaults(t *testing.T, svc *v1.Service) {
 	ctx := context.Background()
 	e.addDropletAndNode("do-fault", "fra1")
 	e.waitInitialized(t, "do-fault")
-	faults := []faultinject.Fault{
-		{Name: "server-error", Status: 500, Always: true},
-		{Name: "throttled", Status: 429, Always: true, RetryAfter: 1},
-		{Name: "unauthorized", Status: 401, Always: true},
-		{Name: "timeout", Latency: 6 * time.Second}, // longer than the CCM's 5s HTTP timeout
-	}
-	for _, f := range faults {
-		if _, err := e.fake.Faults.Add(f); err != nil {
-			t.Fatal(err)
-		}
-		hits := e.fake.Faults.Hits()
-		// Past the droplet snapshot's age, so lookups reach the API; the
-		// Node's change makes the service controller update the load
-		// balancer.
-		e.setReady("do-fault", v1.ConditionFalse)
-		time.Sleep(5 * time.Second)
-		e.fake.Faults.Remove(f.Name)
-		if e.fake.Faults.Hits() == hits {
-			t.Fatalf("fault %s was never hit", f.Name)
-		}
+	// Past the droplet snapshot's age, so lookups reach the API; the
+	// Node's change makes the service controller update the load balancer.
+	duringEachOutage(t, &e.fake.Faults, 5*time.Second, func() { e.setReady("do-fault", v1.ConditionFalse) }, func(outage string) {
 		if _, err := e.getNode("do-fault"); err != nil {
-			t.Fatalf("after fault %s: node: %v", f.Name, err)
+			t.Fatalf("after fault %s: node: %v", outage, err)
 		}
 		if _, ok := e.loadBalancer(string(svc.UID)); !ok {
-			t.Fatalf("after fault %s: the load balancer was deleted", f.Name)
+			t.Fatalf("after fault %s: the load balancer was deleted", outage)
 		}
 		s, err := e.getService(svc.Name)
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			t.Fatalf("after fault %s: service %v, %v", f.Name, s.Status, err)
+			t.Fatalf("after fault %s: service %v, %v", outage, s.Status, err)
 		}
-	}
+	})
 	// The API is back: the load balancer is deleted with its Service.
 	e.setReady("do-fault", v1.ConditionTrue)
 	if err := e.client.CoreV1().Services("default").Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {

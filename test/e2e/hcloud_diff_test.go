@@ -51,6 +51,25 @@ func differential(t *testing.T, official, ours string, run func(t *testing.T, im
 	t.Log("\n" + diffTable(ours, results))
 }
 
+// nodeOutcome records, under prefix, what a CCM made of Node n: its
+// provider ID, addresses, taints, and the labels naming topology or
+// instance type, or containing one of labelWords.
+func nodeOutcome(out map[string]string, prefix string, n *v1.Node, labelWords ...string) {
+	out[prefix+" providerID"] = n.Spec.ProviderID
+	out[prefix+" addresses"] = compact(n.Status.Addresses)
+	words := append([]string{"topology", "instance-type", "failure-domain"}, labelWords...)
+	for k, v := range n.Labels {
+		if slices.ContainsFunc(words, func(w string) bool { return strings.Contains(k, w) }) {
+			out[prefix+" label "+k] = v
+		}
+	}
+	var taints []string
+	for _, tn := range n.Spec.Taints {
+		taints = append(taints, tn.Key)
+	}
+	out[prefix+" taints"] = strings.Join(taints, ",")
+}
+
 // diffTable prints the two runs' outcomes side by side as Markdown, one
 // row per field either has.
 func diffTable(ours string, results map[string]map[string]string) string {
@@ -152,18 +171,7 @@ func diffRun(t *testing.T, impl, official string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out["node "+name+" providerID"] = n.Spec.ProviderID
-		out["node "+name+" addresses"] = compact(n.Status.Addresses)
-		for k, v := range n.Labels {
-			if strings.Contains(k, "topology") || strings.Contains(k, "instance-type") || strings.Contains(k, "hetzner") || strings.Contains(k, "failure-domain") {
-				out["node "+name+" label "+k] = v
-			}
-		}
-		var taints []string
-		for _, tn := range n.Spec.Taints {
-			taints = append(taints, tn.Key)
-		}
-		out["node "+name+" taints"] = strings.Join(taints, ",")
+		nodeOutcome(out, "node "+name, n, "hetzner")
 	}
 	// The fake numbers public IPs after its ID sequence, which the two
 	// implementations advance differently (actions take IDs too): public

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 )
@@ -314,36 +313,20 @@ func (e *hcloudEnv) testFaults(t *testing.T) {
 	})
 	e.setReady("hc-fault", v1.ConditionFalse)
 
-	faults := []faultinject.Fault{
-		{Name: "server-error", Status: 500, Always: true},
-		{Name: "throttled", Status: 429, Always: true, RetryAfter: 1},
-		{Name: "unauthorized", Status: 401, Always: true},
-		{Name: "timeout", Latency: 6 * time.Second}, // longer than the CCM's 5s HTTP timeout
-	}
-	for _, f := range faults {
-		if _, err := e.fake.Faults.Add(f); err != nil {
-			t.Fatal(err)
-		}
-		hits := e.fake.Faults.Hits()
-		// Ten node-monitor periods, and a Node change that makes the
-		// service controller update the load balancer.
-		e.setReady("hc-fault", v1.ConditionFalse)
-		time.Sleep(10 * time.Second)
-		e.fake.Faults.Remove(f.Name)
-		if e.fake.Faults.Hits() == hits {
-			t.Fatalf("fault %s was never hit", f.Name)
-		}
+	// Ten node-monitor periods, and a Node change that makes the service
+	// controller update the load balancer.
+	duringEachOutage(t, &e.fake.Faults, 10*time.Second, func() { e.setReady("hc-fault", v1.ConditionFalse) }, func(outage string) {
 		if _, err := e.getNode("hc-fault"); err != nil {
-			t.Fatalf("after fault %s: node: %v", f.Name, err)
+			t.Fatalf("after fault %s: node: %v", outage, err)
 		}
 		if _, ok := e.loadBalancer(string(svc.UID)); !ok {
-			t.Fatalf("after fault %s: the load balancer was deleted", f.Name)
+			t.Fatalf("after fault %s: the load balancer was deleted", outage)
 		}
 		s, err := e.client.CoreV1().Services("default").Get(ctx, "kept", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
-			t.Fatalf("after fault %s: service %v, %v", f.Name, s.Status, err)
+			t.Fatalf("after fault %s: service %v, %v", outage, s.Status, err)
 		}
-	}
+	})
 	// The API is back: the Node and the load balancer still work.
 	e.setReady("hc-fault", v1.ConditionTrue)
 	if err := e.client.CoreV1().Services("default").Delete(ctx, "kept", metav1.DeleteOptions{}); err != nil {
