@@ -22,6 +22,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/klog/v2"
 
+	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -47,7 +48,7 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if shared.CloudConfigFile == "" {
 		klog.Fatalf("cloud provider %q needs --cloud-config", provider.ProviderName)
 	}
-	cloud, err := provider.Open(context.Background(), shared.CloudConfigFile, c.Kubeconfig)
+	cloud, err := multimodule.Open(context.Background(), shared.CloudConfigFile, c.Kubeconfig)
 	if err != nil {
 		klog.Fatalf("cloud provider could not be initialized: %v", err)
 	}

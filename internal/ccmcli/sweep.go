@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -12,10 +13,12 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/app"
 	"k8s.io/cloud-provider/app/config"
+	"k8s.io/cloud-provider/names"
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
 
+	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -28,6 +31,10 @@ const orphanSweepController = "orphan-load-balancer-sweep"
 // informers.
 func controllers() map[string]app.ControllerInitFuncConstructor {
 	c := maps.Clone(app.DefaultInitFuncConstructors)
+	c[names.ServiceLBController] = app.ControllerInitFuncConstructor{
+		InitContext: c[names.ServiceLBController].InitContext,
+		Constructor: startServiceControllers,
+	}
 	c[orphanSweepController] = app.ControllerInitFuncConstructor{
 		InitContext: app.ControllerInitContext{ClientName: "orphan-load-balancer-sweep"},
 		Constructor: startOrphanSweep,
@@ -37,18 +44,28 @@ func controllers() map[string]app.ControllerInitFuncConstructor {
 
 func startOrphanSweep(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		c, ok := cloud.(*provider.Cloud)
-		if !ok {
-			return nil, false, nil
-		}
-		if _, ok := c.LoadBalancer(); !ok {
-			klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability")
-			return nil, false, nil
-		}
-		cfg := c.OrphanSweep()
 		clusterName := completed.ComponentConfig.KubeCloudShared.ClusterName
-		if why := sweep.Refusal(cfg, clusterName); why != "" {
-			klog.InfoS("orphan load balancer sweep not started", "reason", why)
+		var sweeps []*provider.Cloud
+		switch c := cloud.(type) {
+		case *provider.Cloud:
+			sweeps = append(sweeps, c)
+		case *multimodule.Cloud:
+			for _, m := range c.Modules() {
+				sweeps = append(sweeps, m.Cloud)
+			}
+		}
+		sweeps = slices.DeleteFunc(sweeps, func(c *provider.Cloud) bool {
+			if _, ok := c.LoadBalancer(); !ok {
+				klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability", "module", c.Name())
+				return true
+			}
+			if why := sweep.Refusal(c.OrphanSweep(), clusterName); why != "" {
+				klog.InfoS("orphan load balancer sweep not started", "module", c.Name(), "reason", why)
+				return true
+			}
+			return false
+		})
+		if len(sweeps) == 0 {
 			return nil, false, nil
 		}
 		client, err := completed.ClientBuilder.Client(initContext.ClientName)
@@ -63,8 +80,10 @@ func startOrphanSweep(initContext app.ControllerInitContext, completed *config.C
 			pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
 		}
 		services := completed.SharedInformers.Core().V1().Services()
-		s := sweep.New(cfg, c, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
-		go s.Run(ctx)
+		for _, c := range sweeps {
+			s := sweep.New(c.OrphanSweep(), c, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
+			go s.Run(ctx)
+		}
 		return nil, true, nil
 	}
 }

@@ -104,3 +104,16 @@ const (
 	// not try it again until the CCM restarts.
 	OrphanLoadBalancerNotRemoved Warning = "OrphanLoadBalancerNotRemoved"
 )
+
+// Events of a CCM serving several modules (runtime/multimodule), on the
+// Node.
+const (
+	// NodeNotRouted: no module serves the Node: its provider ID has no
+	// module's prefix, or, before it has one, no module's rule matches it
+	// and no module is the default. The Node is left as it is, never
+	// deleted; recorded at most once per Node per ten minutes.
+	NodeNotRouted Warning = "NodeNotRouted"
+	// ModuleAnswerRefused: a module answered about a Node a provider ID
+	// outside its own prefix; the answer is not used.
+	ModuleAnswerRefused Warning = "ModuleAnswerRefused"
+)

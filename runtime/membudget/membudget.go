@@ -54,6 +54,10 @@ type Budget struct {
 	// new module's instances run beside the old one's, in shadow and while
 	// the old one's finish their calls.
 	Copies int
+	// OtherModulesMiB is what the process's other modules may cost at
+	// most, when a CCM serves several (runtime/multimodule): they share
+	// the container's limit.
+	OtherModulesMiB int
 	// LimitMiB is the cgroup's limit, 0 when there is none; LimitFile
 	// says where it was read.
 	LimitMiB  int
@@ -91,19 +95,27 @@ func (b Budget) HostShareMiB() int {
 	return b.LimitMiB - b.modulesMiB()
 }
 
-// modulesMiB is every instance of every copy at its cap, and every copy's
-// shared state at its bound.
+// modulesMiB is every instance of every copy at its cap, every copy's
+// shared state at its bound, and the other modules' worst case.
 func (b Budget) modulesMiB() int {
-	return b.Copies * (b.PoolSize*b.MemoryLimitMiB + b.SharedStateMiB)
+	return b.Copies*(b.PoolSize*b.MemoryLimitMiB+b.SharedStateMiB) + b.OtherModulesMiB
 }
+
+// ModuleMiB is this module's worst case alone: what it adds to the other
+// modules' budgets.
+func (b Budget) ModuleMiB() int { return b.modulesMiB() - b.OtherModulesMiB }
 
 func (b Budget) String() string {
 	copies := ""
 	if b.Copies > 1 {
 		copies = fmt.Sprintf(" x %d (old and new module overlap during a reload)", b.Copies)
 	}
-	return fmt.Sprintf("(limits.poolSize %d x limits.memoryLimitMiB %d + limits.sharedStateMiB %d)%s + %d MiB for the manager = %d MiB",
-		b.PoolSize, b.MemoryLimitMiB, b.SharedStateMiB, copies, HostBaselineMiB, b.NeedMiB())
+	others := ""
+	if b.OtherModulesMiB > 0 {
+		others = fmt.Sprintf(" + %d MiB for the other modules", b.OtherModulesMiB)
+	}
+	return fmt.Sprintf("(limits.poolSize %d x limits.memoryLimitMiB %d + limits.sharedStateMiB %d)%s%s + %d MiB for the manager = %d MiB",
+		b.PoolSize, b.MemoryLimitMiB, b.SharedStateMiB, copies, others, HostBaselineMiB, b.NeedMiB())
 }
 
 // Fit decides whether b fits its LimitMiB, which must be set: it returns
@@ -114,7 +126,7 @@ func Fit(b Budget, fitPool bool) (Budget, error) {
 	if b.NeedMiB() <= b.LimitMiB {
 		return b, nil
 	}
-	fit := ((b.LimitMiB-HostBaselineMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
+	fit := ((b.LimitMiB-HostBaselineMiB-b.OtherModulesMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
 	if !fitPool || fit < 1 {
 		return b, fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
 			"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+

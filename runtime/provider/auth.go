@@ -13,9 +13,10 @@ import (
 // made before its Cloud, hence the pointer filled in afterwards.
 type authEvents struct{ cloud atomic.Pointer[Cloud] }
 
-// hostConfig is cfg's host configuration with failures reported to a.
-func (a *authEvents) hostConfig(cfg *Config) host.Config {
-	hc := cfg.HostConfig(moduleName(cfg.Module.Path))
+// hostConfig is cfg's host configuration for the module labelled name,
+// with failures reported to a.
+func (a *authEvents) hostConfig(cfg *Config, name string) host.Config {
+	hc := cfg.HostConfig(name)
 	hc.Credentials.OnAuthFailure = a.report
 	return hc
 }

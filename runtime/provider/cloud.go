@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
@@ -39,18 +40,51 @@ const ProviderName = "wasm"
 // last-known-good record). The path lets a changed module.image be picked
 // up.
 func Open(ctx context.Context, cloudConfigPath string, kube *rest.Config) (*Cloud, error) {
-	f, err := os.Open(cloudConfigPath)
-	if err != nil {
-		return nil, fmt.Errorf("opening cloud-config: %w", err)
-	}
-	cfg, err := ParseConfig(f)
-	f.Close()
+	cfg, err := ReadConfigFile(cloudConfigPath)
 	if err != nil {
 		return nil, err
 	}
+	return Start(ctx, cfg, Options{Kube: kube, Reread: func() (*Config, error) { return ReadConfigFile(cloudConfigPath) }})
+}
+
+// ReadConfigFile parses the cloud-config at path.
+func ReadConfigFile(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening cloud-config: %w", err)
+	}
+	defer f.Close()
+	return ParseConfig(f)
+}
+
+// Options are how a module is started beside the cloud-config: by Open
+// for the one module of a CCM, or by runtime/multimodule for each of
+// several.
+type Options struct {
+	// Name labels the module's metrics and prefixes its Events; default
+	// the module file's base name, unprefixed.
+	Name string
+	// Kube reaches the cluster for the last-known-good record; nil: none.
+	Kube *rest.Config
+	// Reread returns the cloud-config as it is now, so that a changed
+	// module.image is followed; nil: it is not.
+	Reread func() (*Config, error)
+	// OtherModulesMiB is what the other modules of the process may cost
+	// at most, counted in this module's memory budget.
+	OtherModulesMiB int
+	// Owns says which Nodes are the module's: the deletion budget counts
+	// and probes only those, and rollouts compare answers about them
+	// only. nil: every Node.
+	Owns func(*v1.Node) bool
+}
+
+// Start loads and starts the module cfg names, as opts say: the module in
+// service is the configured one or, when it cannot serve or a rollout is
+// under way, the cluster's last-known-good.
+func Start(ctx context.Context, cfg *Config, opts Options) (*Cloud, error) {
 	var store *modulefile.Store
-	if kube != nil && !cfg.Module.LastKnownGood.Disabled {
-		client, err := kubernetes.NewForConfig(rest.AddUserAgent(kube, "wasm-cloud-provider"))
+	if opts.Kube != nil && !cfg.Module.LastKnownGood.Disabled {
+		client, err := kubernetes.NewForConfig(rest.AddUserAgent(opts.Kube, "wasm-cloud-provider"))
 		if err != nil {
 			return nil, fmt.Errorf("last-known-good record: %w", err)
 		}
@@ -59,8 +93,8 @@ func Open(ctx context.Context, cloudConfigPath string, kube *rest.Config) (*Clou
 	// A module.image that cannot be pulled is, like a module file that
 	// cannot be read, a reason to serve the last-known-good if there is
 	// one (start).
-	pullErr := useImage(ctx, cfg, cloudConfigPath)
-	return start(ctx, cfg, store, pullErr)
+	pullErr := useImage(ctx, cfg, opts.Reread)
+	return start(ctx, cfg, opts, store, pullErr)
 }
 
 // Backend answers the ABI's methods (lifecycle.Backend).
@@ -71,6 +105,10 @@ type Backend = lifecycle.Backend
 // because the controllers decide at start-up which ones to run.
 type Cloud struct {
 	cfg *Config
+	// name labels the module's metrics (Options.Name).
+	name string
+	// owns says which Nodes are the module's; nil: every Node.
+	owns func(*v1.Node) bool
 	// modules answers each call with the module in service.
 	modules *lifecycle.Manager
 	events  *moduleEvents
@@ -97,14 +135,14 @@ var (
 // New loads, verifies and starts the module cfg names, without a
 // last-known-good record: any problem is an error naming it.
 func New(ctx context.Context, cfg *Config) (*Cloud, error) {
-	return start(ctx, cfg, nil, nil)
+	return start(ctx, cfg, Options{}, nil, nil)
 }
 
 // start puts the first module in service (lifecycle.Start), with the
 // memory and rate budgets of the cloud-config applied. configuredErr is a
 // problem found before reading the configured module (a failed pull).
-func start(ctx context.Context, cfg *Config, store *modulefile.Store, configuredErr error) (*Cloud, error) {
-	if err := applyMemoryBudget(cfg, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
+func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Store, configuredErr error) (*Cloud, error) {
+	if err := applyMemoryBudget(cfg, opts.OtherModulesMiB, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
 		return nil, err
 	}
 	throttled := &rateEvents{}
@@ -113,6 +151,10 @@ func start(ctx context.Context, cfg *Config, store *modulefile.Store, configured
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
 	c := newBareCloud(cfg)
+	c.name, c.owns = orDefault(opts.Name, moduleName(cfg.Module.Path)), opts.Owns
+	if opts.Name != "" {
+		c.events.prefix = "module " + opts.Name + ": "
+	}
 	c.auth = &authEvents{}
 	c.auth.cloud.Store(c)
 	throttled.cloud.Store(c)
@@ -137,15 +179,17 @@ var cgroupRoot = "/"
 
 // applyMemoryBudget refuses a configuration whose modules could need more
 // memory than the container has, or lowers its pool size when
-// limits.fitPoolToMemory allows it (runtime/membudget). twoModules: a
-// rollout, at start or by hot reload, runs two modules at once.
-func applyMemoryBudget(cfg *Config, twoModules bool) error {
+// limits.fitPoolToMemory allows it (runtime/membudget). othersMiB is what
+// the process's other modules may cost; twoModules: a rollout, at start
+// or by hot reload, runs two copies of this one at once.
+func applyMemoryBudget(cfg *Config, othersMiB int, twoModules bool) error {
 	copies := 1
 	if twoModules {
 		copies = 2
 	}
 	l := cfg.Limits
 	wanted := membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
+	wanted.OtherModulesMiB = othersMiB
 	applied, err := membudget.Apply(wanted, l.FitPoolToMemory, cgroupRoot)
 	if err != nil {
 		return err

@@ -142,13 +142,15 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		}
 		return nil, fmt.Errorf("cloud-config: %w", err)
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("cloud-config: %w", err)
 	}
 	return &cfg, nil
 }
 
-func (c *Config) validate() error {
+// Validate checks every field of the cloud-config and returns every problem
+// found.
+func (c *Config) Validate() error {
 	var errs []error
 	if err := c.Module.validateSource(); err != nil {
 		errs = append(errs, err)

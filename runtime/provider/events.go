@@ -28,6 +28,9 @@ type moduleEvents struct {
 	pod     *v1.ObjectReference
 	pending []pendingEvent
 	started bool
+	// prefix names the module in every message when the CCM serves
+	// several.
+	prefix string
 }
 
 type pendingEvent struct {
@@ -68,6 +71,7 @@ func (e *moduleEvents) start(clientBuilder cloudprovider.ControllerClientBuilder
 func (e *moduleEvents) emit(reason events.Reason, message string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	message = e.prefix + message
 	if !e.started {
 		if len(e.pending) < maxPendingEvents {
 			e.pending = append(e.pending, pendingEvent{reason, message})
@@ -89,6 +93,6 @@ func (e *moduleEvents) emitNode(node nodeRef, reason events.Reason, message stri
 	defer e.mu.Unlock()
 	if e.recorder != nil && node.uid != "" {
 		ref := &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.name, UID: node.uid}
-		events.Record(e.recorder, ref, reason, message)
+		events.Record(e.recorder, ref, reason, e.prefix+message)
 	}
 }

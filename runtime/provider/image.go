@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
@@ -43,31 +42,26 @@ func (m *ModuleConfig) image() modulefile.Image {
 }
 
 // useImage pulls module.image, if set, and points module.path at the
-// installed file (modulefile.Pull). With hot reload on and the
-// cloud-config's path known, the cloud-config is then polled for a
-// changed module.image (modulefile.Follow), which also retries a pull
-// that failed at start while the last-known-good module serves.
-func useImage(ctx context.Context, cfg *Config, cloudConfigPath string) error {
+// installed file (modulefile.Pull). With hot reload on and reread given,
+// the cloud-config is then polled for a changed module.image
+// (modulefile.Follow), which also retries a pull that failed at start
+// while the last-known-good module serves.
+func useImage(ctx context.Context, cfg *Config, reread func() (*Config, error)) error {
 	if cfg.Module.Image == "" {
 		return nil
 	}
 	im := cfg.Module.image()
 	cfg.Module.Path = im.ServedPath()
 	digest, err := modulefile.Pull(ctx, im, startPullTimeout)
-	if cloudConfigPath != "" && cfg.Module.ReloadInterval.Duration > 0 {
+	if reread != nil && cfg.Module.ReloadInterval.Duration > 0 {
 		current := im.Ref
 		if err != nil {
 			current = ""
 		}
 		configured := func() (modulefile.Image, error) {
-			f, err := os.Open(cloudConfigPath)
+			cfg, err := reread()
 			if err != nil {
 				return modulefile.Image{}, fmt.Errorf("re-reading the cloud-config for module.image: %w", err)
-			}
-			defer f.Close()
-			cfg, err := ParseConfig(f)
-			if err != nil {
-				return modulefile.Image{}, err
 			}
 			return cfg.Module.image(), nil
 		}

@@ -101,7 +101,7 @@ func TestModuleImage(t *testing.T) {
 
 	writeConfig(refs["v1"], false)
 	cfg := load()
-	if err := useImage(ctx, cfg, cloudConfig); err != nil {
+	if err := useImage(ctx, cfg, func() (*Config, error) { return ReadConfigFile(cloudConfig) }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Module.Path != served {
@@ -149,7 +149,7 @@ func TestModuleImage(t *testing.T) {
 	t.Run("registry down at a restart: served from the cache", func(t *testing.T) {
 		writeConfig(refs["v1"], false)
 		restarted := load()
-		if err := useImage(ctx, restarted, ""); err != nil {
+		if err := useImage(ctx, restarted, nil); err != nil {
 			t.Fatal(err)
 		}
 		servedEventually(v1)
@@ -164,7 +164,7 @@ func TestModuleImage(t *testing.T) {
 		stale := filepath.Join(fresh.Module.ImageCacheDir, modulefile.ServedFile)
 		lifecycletest.WriteFile(t, stale, v1)
 		start := time.Now()
-		err := useImage(ctx, fresh, "")
+		err := useImage(ctx, fresh, nil)
 		if err == nil || !strings.Contains(err.Error(), "module.image "+refs["v1"]) || !strings.Contains(err.Error(), "connection refused") {
 			t.Fatalf("error = %v, want one naming the image and the cause", err)
 		}

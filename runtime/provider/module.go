@@ -26,7 +26,7 @@ func (m ModuleConfig) trust() modulefile.Trust {
 // candidate, which gets only the rate budget's spare room
 // (egress.RateBudget).
 func (c *Cloud) instantiate(ctx context.Context, file modulefile.File, shadow bool) (Backend, error) {
-	cfg := c.auth.hostConfig(c.cfg)
+	cfg := c.auth.hostConfig(c.cfg, c.name)
 	cfg.HTTP.Shadow = shadow
 	return host.New(ctx, file.Wasm, cfg)
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -101,7 +102,8 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	c.nodes.Store(&nodeCache{lister: informer.Lister(), synced: informer.Informer().HasSynced})
 }
 
-// listNodes returns the cached Nodes, or nil before the cache synced.
+// listNodes returns the module's cached Nodes (Options.Owns), or nil
+// before the cache synced.
 func (c *Cloud) listNodes() []*v1.Node {
 	nc := c.nodes.Load()
 	if nc == nil || !nc.synced() {
@@ -110,6 +112,9 @@ func (c *Cloud) listNodes() []*v1.Node {
 	nodes, err := nc.lister.List(labels.Everything())
 	if err != nil {
 		return nil
+	}
+	if c.owns != nil {
+		nodes = slices.DeleteFunc(nodes, func(n *v1.Node) bool { return !c.owns(n) })
 	}
 	return nodes
 }

@@ -60,3 +60,6 @@ func (c *Cloud) LoadBalancerNameOf(ctx context.Context, clusterName string, svc 
 func (c *Cloud) DeleteOwnedLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) error {
 	return loadBalancer{c}.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
 }
+
+// Name labels the module's metrics and Events (Options.Name).
+func (c *Cloud) Name() string { return c.name }

@@ -1,0 +1,364 @@
+// Package multimodule serves several modules from one CCM: Nodes of
+// several clouds, or load balancer classes of several vendors, in one
+// cluster. Each module is a runtime/provider Cloud of its own, with its
+// own instances, memory and rate budgets, shared state, credentials,
+// rollout, last-known-good record, deletion budget and orphan sweep; this
+// package routes each Node and each Service to exactly one of them
+// (routing.go) by the cloud-config's rules (config.go), and refuses a
+// module's answer about a Node it does not serve.
+//
+// Services are routed by spec.loadBalancerClass. The upstream service
+// controller serves Services without a class only, so the CCM runs one
+// upstream service controller per module, each over a Service informer
+// that shows it its own Services without their class
+// (Routing.ServiceView; internal/ccmcli starts them).
+package multimodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/events"
+	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
+	"github.com/wasmccm/wasmccm/runtime/membudget"
+	"github.com/wasmccm/wasmccm/runtime/provider"
+)
+
+// Served is one module of a Cloud.
+type Served struct {
+	Name  string
+	Cloud *provider.Cloud
+	// ServesLoadBalancers: the module has classes or is the default.
+	ServesLoadBalancers bool
+}
+
+// Cloud is cloudprovider.Interface over several modules. Node calls go to
+// the module that serves the Node; load balancers are served per module
+// by the service controllers the CCM runs for each (LoadBalancers);
+// routes by the one module the cloud-config names.
+type Cloud struct {
+	routing *Routing
+	modules []Served
+	byName  map[string]*provider.Cloud
+	routes  string
+
+	recorder record.EventRecorder
+	// notRouted keeps a Node without a module from flooding its Events.
+	notRouted *reportgate.Gate
+}
+
+var (
+	_ cloudprovider.Interface    = (*Cloud)(nil)
+	_ cloudprovider.InformerUser = (*Cloud)(nil)
+	_ cloudprovider.InstancesV2  = instancesV2{}
+)
+
+// notRoutedEvery is how often a Node that no module serves is reported.
+const notRoutedEvery = 10 * time.Minute
+
+// Open starts the CCM's provider from the cloud-config at path: a Cloud
+// when it lists several modules, else the one module's provider.Cloud.
+func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.Interface, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening cloud-config: %w", err)
+	}
+	if !IsMulti(data) {
+		return provider.Open(ctx, path, kube)
+	}
+	cfg, err := readConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	return Start(ctx, cfg, kube, func() (*Config, error) { return readConfig(path) })
+}
+
+func readConfig(path string) (*Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening cloud-config: %w", err)
+	}
+	defer f.Close()
+	return ParseConfig(f)
+}
+
+// Start starts every module of cfg. A module that cannot start stops the
+// CCM with the reasons, as the one module of a CCM does: its Nodes and
+// Services would otherwise be served by nobody, silently. reread, when
+// set, returns the cloud-config as it is now, for modules that follow a
+// changed module.image.
+func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*Config, error)) (*Cloud, error) {
+	c := &Cloud{routing: NewRouting(cfg), byName: map[string]*provider.Cloud{}, routes: cfg.Routes, notRouted: reportgate.New(notRoutedEvery)}
+	worst := make([]int, len(cfg.Modules))
+	total := 0
+	for i, m := range cfg.Modules {
+		worst[i] = worstCaseMiB(m)
+		total += worst[i]
+	}
+	for i := range cfg.Modules {
+		m := &cfg.Modules[i]
+		opts := provider.Options{Name: m.Name, Kube: kube, OtherModulesMiB: total - worst[i], Owns: c.owns(m.Name)}
+		if reread != nil {
+			name := m.Name
+			opts.Reread = func() (*provider.Config, error) {
+				now, err := reread()
+				if err != nil {
+					return nil, err
+				}
+				if m := now.module(name); m != nil {
+					return &m.Config, nil
+				}
+				return nil, fmt.Errorf("module %s is no longer in the cloud-config", name)
+			}
+		}
+		cloud, err := provider.Start(ctx, &m.Config, opts)
+		if err == nil {
+			err = capable(cloud, *m, cfg.Routes == m.Name)
+		}
+		if err != nil {
+			c.Close(ctx)
+			if cloud != nil {
+				cloud.Close(ctx)
+			}
+			return nil, fmt.Errorf("module %s: %w", m.Name, err)
+		}
+		c.modules = append(c.modules, Served{Name: m.Name, Cloud: cloud, ServesLoadBalancers: m.LoadBalancers.serves()})
+		c.byName[m.Name] = cloud
+		klog.InfoS("module started", "module", m.Name, "providerIDPrefix", m.Nodes.ProviderIDPrefix,
+			"loadBalancerClasses", m.LoadBalancers.Classes, "defaultLoadBalancer", m.LoadBalancers.Default)
+	}
+	return c, nil
+}
+
+// worstCaseMiB is what module m may cost at most (runtime/membudget):
+// what the other modules' budgets count for it.
+func worstCaseMiB(m Module) int {
+	copies := 1
+	if m.Module.ReloadInterval.Duration > 0 || !m.Module.LastKnownGood.Disabled {
+		copies = 2
+	}
+	l := m.Limits
+	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies).ModuleMiB()
+}
+
+// capable refuses a module whose exports cannot serve what the
+// cloud-config routes to it.
+func capable(cloud *provider.Cloud, m Module, routes bool) error {
+	var errs []error
+	if _, ok := cloud.InstancesV2(); m.Nodes.serves() && !ok {
+		errs = append(errs, fmt.Errorf("serves Nodes (nodes.providerIDPrefix) but does not export %s: a CCM of several modules routes Nodes with InstancesV2 only", abi.ExportInstanceMetadata))
+	}
+	if _, ok := cloud.LoadBalancer(); m.LoadBalancers.serves() && !ok {
+		errs = append(errs, errors.New("serves load balancers (loadBalancers) but does not export the LoadBalancer interface"))
+	}
+	if _, ok := cloud.Routes(); routes && !ok {
+		errs = append(errs, errors.New("is the routes module but does not export the Routes interface"))
+	}
+	return errors.Join(errs...)
+}
+
+// owns is module's Node filter (provider.Options.Owns).
+func (c *Cloud) owns(module string) func(*v1.Node) bool {
+	return func(n *v1.Node) bool {
+		m, _ := c.routing.NodeModule(n)
+		return m == module
+	}
+}
+
+// Modules lists the modules in the cloud-config's order.
+func (c *Cloud) Modules() []Served { return c.modules }
+
+// Routing is the cloud-config's routing.
+func (c *Cloud) Routing() *Routing { return c.routing }
+
+// Initialize starts each module's Events and reload, and the Events about
+// Nodes no module serves.
+func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	for _, m := range c.modules {
+		m.Cloud.Initialize(clientBuilder, stop)
+	}
+	if clientBuilder == nil {
+		return
+	}
+	client, err := clientBuilder.Client("wasm-cloud-provider")
+	if err != nil {
+		klog.ErrorS(err, "events about unrouted Nodes disabled")
+		return
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	c.recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
+}
+
+// SetInformers gives every module the Node cache.
+func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	for _, m := range c.modules {
+		m.Cloud.SetInformers(factory)
+	}
+}
+
+// Close releases every module.
+func (c *Cloud) Close(ctx context.Context) error {
+	var errs []error
+	for _, m := range c.modules {
+		errs = append(errs, m.Cloud.Close(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// ProviderName returns "wasm".
+func (c *Cloud) ProviderName() string { return provider.ProviderName }
+
+// HasClusterID reports true, as each module's provider does.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// InstancesV2 routes each Node to its module.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instancesV2{c}, true }
+
+// Instances is not supported: Nodes are routed with InstancesV2, which
+// passes the whole Node, labels included.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// LoadBalancer is not offered to the upstream service controller: each
+// module's load balancers are served by a service controller of its own
+// (LoadBalancers).
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Routes are the routes module's, when the cloud-config names one.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if m := c.byName[c.routes]; m != nil {
+		return m.Routes()
+	}
+	return nil, false
+}
+
+// Zones is not supported: InstancesV2 answers zones per Node.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters is not supported.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// LoadBalancers returns, for each module that serves load balancers, the
+// cloudprovider.Interface its service controller runs over: the module's
+// own, whose load balancers get the Nodes LoadBalancerRule.Targets says.
+func (c *Cloud) LoadBalancers() map[string]cloudprovider.Interface {
+	out := map[string]cloudprovider.Interface{}
+	for _, m := range c.modules {
+		lb, ok := m.Cloud.LoadBalancer()
+		if !m.ServesLoadBalancers || !ok {
+			continue
+		}
+		if !c.routing.TargetsAll(m.Name) {
+			lb = ownTargets{LoadBalancer: lb, owns: c.owns(m.Name)}
+		}
+		out[m.Name] = lbCloud{Interface: m.Cloud, lb: lb}
+	}
+	return out
+}
+
+// lbCloud is a module's provider with the load balancer its service
+// controller uses.
+type lbCloud struct {
+	cloudprovider.Interface
+	lb cloudprovider.LoadBalancer
+}
+
+func (l lbCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return l.lb, true }
+
+// ownTargets gives a module's load balancers its own Nodes only: another
+// cloud's machines are not targets it can reach.
+type ownTargets struct {
+	cloudprovider.LoadBalancer
+	owns func(*v1.Node) bool
+}
+
+func (o ownTargets) filter(nodes []*v1.Node) []*v1.Node {
+	var own []*v1.Node
+	for _, n := range nodes {
+		if o.owns(n) {
+			own = append(own, n)
+		}
+	}
+	return own
+}
+
+func (o ownTargets) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	return o.LoadBalancer.EnsureLoadBalancer(ctx, clusterName, svc, o.filter(nodes))
+}
+
+func (o ownTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
+	return o.LoadBalancer.UpdateLoadBalancer(ctx, clusterName, svc, o.filter(nodes))
+}
+
+// errNotRouted is the answer about a Node no module serves: an error, so
+// that no controller deletes, taints or initializes it.
+var errNotRouted = errors.New("no module serves this Node")
+
+// moduleFor returns the InstancesV2 of node's module.
+func (c *Cloud) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2, error) {
+	name, why := c.routing.NodeModule(node)
+	if name == "" {
+		c.reportNode(node, events.NodeNotRouted, "No module serves this Node: "+why)
+		return "", nil, fmt.Errorf("node %s: %w: %s", node.Name, errNotRouted, why)
+	}
+	instances, _ := c.byName[name].InstancesV2() // checked at start
+	return name, instances, nil
+}
+
+func (c *Cloud) reportNode(node *v1.Node, reason events.Reason, message string) {
+	klog.InfoS(message, "node", node.Name, "reason", reason.String())
+	if c.recorder == nil || !c.notRouted.Admit(node.Name+"/"+reason.String(), time.Now()) {
+		return
+	}
+	events.Record(c.recorder, &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}, reason, message)
+}
+
+type instancesV2 struct{ *Cloud }
+
+func (i instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	_, m, err := i.moduleFor(node)
+	if err != nil {
+		return false, err
+	}
+	return m.InstanceExists(ctx, node)
+}
+
+func (i instancesV2) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	_, m, err := i.moduleFor(node)
+	if err != nil {
+		return false, err
+	}
+	return m.InstanceShutdown(ctx, node)
+}
+
+// InstanceMetadata refuses a provider ID outside the module's prefix: it
+// would move the Node to another module, or to none.
+func (i instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	name, m, err := i.moduleFor(node)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := m.InstanceMetadata(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	if !i.routing.OwnsProviderID(name, meta.ProviderID) {
+		msg := fmt.Sprintf("module %s answered provider ID %q, outside its nodes.providerIDPrefix; the answer is not used", name, meta.ProviderID)
+		i.reportNode(node, events.ModuleAnswerRefused, msg)
+		return nil, errors.New(msg)
+	}
+	return meta, nil
+}
