@@ -100,12 +100,14 @@ func (r LoadBalancerRule) serves() bool { return r.Default || len(r.Classes) > 0
 const maxModules = 16
 
 // IsMulti reports whether a cloud-config is one of several modules: it has
-// a top-level `modules` list.
+// a top-level `modules` key, even an empty one, whose error then says so.
 func IsMulti(data []byte) bool {
-	var probe struct {
-		Modules json.RawMessage `json:"modules"`
+	var keys map[string]json.RawMessage
+	if yaml.Unmarshal(data, &keys) != nil {
+		return false
 	}
-	return yaml.Unmarshal(data, &probe) == nil && len(probe.Modules) > 0 && string(probe.Modules) != "null"
+	_, ok := keys["modules"]
+	return ok
 }
 
 // ParseConfig reads and validates a cloud-config of several modules.

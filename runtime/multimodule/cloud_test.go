@@ -1,0 +1,225 @@
+package multimodule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
+)
+
+// hybrid is a Cloud of two real modules: simcloud against an in-process
+// simulated cloud, serving the Nodes labelled cloud=sim and the Services
+// without class, and the host's test provider, serving the Nodes named
+// test-* and the class example.com/test.
+type hybrid struct {
+	c     *Cloud
+	cloud *simcloud.Cloud
+	nodes map[string]*v1.Node
+}
+
+func newHybrid(t *testing.T, simPrefix string) *hybrid {
+	t.Helper()
+	cloud, grants := lifecycletest.Simcloud(t)
+	simWasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
+	dir := t.TempDir()
+	lifecycletest.WriteFile(t, filepath.Join(dir, "sim.wasm"), simWasm)
+	lifecycletest.WriteFile(t, filepath.Join(dir, "test.wasm"), lifecycletest.Guest(t, "testprovider"))
+	text := fmt.Sprintf(`
+modules:
+- name: sim
+  module: {path: %[1]s/sim.wasm, compilationCacheDir: %[2]s}
+  limits: {poolSize: 2}
+  nodes: {providerIDPrefix: %[3]q, selector: {matchLabels: {cloud: sim}}}
+  loadBalancers: {default: true}
+  http: {allowedOrigins: [%[4]q]}
+  credentials: {dir: %[5]s, auth: [{name: token, origins: [%[4]q], bearer: {key: token}}]}
+  providerConfig: %[6]s
+- name: test
+  module: {path: %[1]s/test.wasm, compilationCacheDir: %[2]s}
+  limits: {poolSize: 2, callTimeout: 2s}
+  nodes: {providerIDPrefix: "test://", namePattern: "test-*"}
+  loadBalancers: {classes: [example.com/test]}
+`, dir, lifecycletest.CompilationCache(), simPrefix, grants.Origin, grants.Credentials.Dir, grants.ProviderConfig)
+	cfg := mustParse(t, text)
+	c, err := Start(context.Background(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+
+	h := &hybrid{c: c, cloud: cloud, nodes: map[string]*v1.Node{}}
+	client := fake.NewClientset()
+	add := func(n *v1.Node) {
+		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		h.nodes[n.Name] = n
+	}
+	if _, err := cloud.AddInstance(simcloud.Instance{Name: "sim-a", Zone: "sim-1a", Region: "sim-1", State: "running"}); err != nil {
+		t.Fatal(err)
+	}
+	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-a", UID: "uid-sim-a", Labels: map[string]string{"cloud": "sim"}}})
+	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "test-a", UID: "uid-test-a"}})
+	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "test-b", UID: "uid-test-b"}, Spec: v1.NodeSpec{ProviderID: "test://test-b"}})
+	for _, name := range []string{"loop", "trap", "oom"} {
+		add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)}, Spec: v1.NodeSpec{ProviderID: "test://" + name}})
+	}
+	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stray", UID: "uid-stray"}})
+	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", UID: "uid-elsewhere"}, Spec: v1.NodeSpec{ProviderID: "other://x"}})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	c.SetInformers(factory)
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop); factory.Shutdown() })
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	return h
+}
+
+// TestNodesGoToTheirModule runs the Node calls of the upstream
+// controllers over two modules: each Node is answered by its own module,
+// and a Node no module serves gets an error, never an answer.
+func TestNodesGoToTheirModule(t *testing.T) {
+	h := newHybrid(t, "simcloud://")
+	ctx := context.Background()
+	instances, _ := h.c.InstancesV2()
+
+	meta, err := instances.InstanceMetadata(ctx, h.nodes["sim-a"])
+	if err != nil || !strings.HasPrefix(meta.ProviderID, "simcloud://") || meta.Zone != "sim-1a" {
+		t.Fatalf("sim-a: %+v, %v; want simcloud's answer", meta, err)
+	}
+	for _, name := range []string{"test-a", "test-b"} {
+		if exists, err := instances.InstanceExists(ctx, h.nodes[name]); err != nil || !exists {
+			t.Fatalf("%s: exists %v, %v; want the test provider's true", name, exists, err)
+		}
+	}
+	if shutdown, err := instances.InstanceShutdown(ctx, h.nodes["sim-a"]); err != nil || shutdown {
+		t.Fatalf("sim-a: shutdown %v, %v", shutdown, err)
+	}
+	for _, name := range []string{"stray", "elsewhere"} {
+		exists, err := instances.InstanceExists(ctx, h.nodes[name])
+		if !errors.Is(err, errNotRouted) || exists {
+			t.Fatalf("%s: exists %v, %v; want errNotRouted", name, exists, err)
+		}
+		if _, err := instances.InstanceShutdown(ctx, h.nodes[name]); !errors.Is(err, errNotRouted) {
+			t.Fatalf("%s: shutdown error %v, want errNotRouted", name, err)
+		}
+		if _, err := instances.InstanceMetadata(ctx, h.nodes[name]); !errors.Is(err, errNotRouted) {
+			t.Fatalf("%s: metadata error %v, want errNotRouted", name, err)
+		}
+	}
+	if counted := h.cloud.Counters().Requests; len(counted) == 0 {
+		t.Fatal("the simulated cloud had no request: simcloud did not answer sim-a")
+	}
+
+	// Each module's calls are counted under its own name.
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != "wasmccm_module_calls_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "module" {
+					seen[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	if !seen["sim"] || !seen["test"] {
+		t.Fatalf("wasmccm_module_calls_total has modules %v, want sim and test", seen)
+	}
+}
+
+// TestAnswerOutsideThePrefixIsRefused: a module cannot give a Node a
+// provider ID that would move it to another module.
+func TestAnswerOutsideThePrefixIsRefused(t *testing.T) {
+	h := newHybrid(t, "simcloud://eu-")
+	instances, _ := h.c.InstancesV2()
+	meta, err := instances.InstanceMetadata(context.Background(), h.nodes["sim-a"])
+	if err == nil || !strings.Contains(err.Error(), "outside its nodes.providerIDPrefix") {
+		t.Fatalf("metadata %+v, error %v; want the answer refused", meta, err)
+	}
+}
+
+// TestLoadBalancersGetTheirModulesNodes: a module's load balancers target
+// its own Nodes only, and only modules that serve load balancers get a
+// service controller.
+func TestLoadBalancersGetTheirModulesNodes(t *testing.T) {
+	h := newHybrid(t, "simcloud://")
+	lbs := h.c.LoadBalancers()
+	if len(lbs) != 2 || lbs["sim"] == nil || lbs["test"] == nil {
+		t.Fatalf("load balancer modules %v, want sim and test", lbs)
+	}
+	if _, ok := h.c.LoadBalancer(); ok {
+		t.Fatal("the Cloud offers a load balancer to the upstream controller, which would serve every module's Services")
+	}
+	lb, _ := lbs["test"].LoadBalancer()
+	svc := service("1", "", v1.ServiceTypeLoadBalancer)
+	var all []*v1.Node
+	for _, n := range h.nodes {
+		all = append(all, n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	status, err := lb.EnsureLoadBalancer(ctx, "kubernetes", svc, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test provider answers 192.0.2.<number of target Nodes>.
+	if got := status.Ingress[0].IP; got != "192.0.2.2" {
+		t.Fatalf("the test module's load balancer got ingress %s, want 192.0.2.2 (its 2 Nodes of %d)", got, len(all))
+	}
+}
+
+// TestHostileModuleLeavesTheOtherAlone: while one module spins in every
+// instance of its pool, traps and runs out of memory, the other answers
+// its Nodes as fast as ever, since nothing is shared between them.
+func TestHostileModuleLeavesTheOtherAlone(t *testing.T) {
+	h := newHybrid(t, "simcloud://")
+	instances, _ := h.c.InstancesV2()
+	ctx := context.Background()
+	if _, err := instances.InstanceMetadata(ctx, h.nodes["sim-a"]); err != nil {
+		t.Fatal(err)
+	}
+	hostile := make(chan error, 4)
+	for _, name := range []string{"loop", "loop", "trap", "oom"} {
+		go func() {
+			_, err := instances.InstanceExists(ctx, h.nodes[name])
+			hostile <- err
+		}()
+	}
+	time.Sleep(200 * time.Millisecond) // the loops hold the test module's pool
+	for range 20 {
+		start := time.Now()
+		meta, err := instances.InstanceMetadata(ctx, h.nodes["sim-a"])
+		if err != nil || !strings.HasPrefix(meta.ProviderID, "simcloud://") {
+			t.Fatalf("sim-a beside a hostile module: %+v, %v", meta, err)
+		}
+		// Far below the hostile module's 2 s call timeout: no waiting on it.
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("sim-a took %v beside a hostile module", took)
+		}
+	}
+	for range 4 {
+		if err := <-hostile; err == nil {
+			t.Fatal("a hostile call succeeded")
+		}
+	}
+}
