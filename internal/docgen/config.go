@@ -13,12 +13,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 var (
 	durationType = reflect.TypeFor[metav1.Duration]()
 	rawType      = reflect.TypeFor[json.RawMessage]()
+	selectorType = reflect.TypeFor[metav1.LabelSelector]()
 )
 
 // configSection is one object of the cloud-config: its YAML path, the doc
@@ -28,30 +30,44 @@ type configSection struct {
 	rows      [][]string
 }
 
-// cloudConfigPage documents provider.Config, following its field types by
-// reflection into whichever package declares them.
+// cloudConfigPage documents provider.Config, then multimodule.Config,
+// following their field types by reflection into whichever package
+// declares them.
 func cloudConfigPage(s *sources) (string, error) {
-	var sections []*configSection
-	if err := walkConfig(s, &sections, "", reflect.TypeFor[provider.Config](), reflect.ValueOf(provider.Defaults()), false); err != nil {
+	var one, several []*configSection
+	if err := walkConfig(s, &one, "", reflect.TypeFor[provider.Config](), reflect.ValueOf(provider.Defaults()), false); err != nil {
+		return "", err
+	}
+	if err := walkConfig(s, &several, "", reflect.TypeFor[multimodule.Config](), reflect.Value{}, true); err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	b.WriteString("# cloud-config reference\n\n" +
-		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/provider.Config`). " +
+		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/provider.Config`, " +
+		"and from `runtime/multimodule.Config` for [several modules](#several-modules)). " +
 		"Unknown fields are refused. A default is what an absent or zero field means (`provider.Defaults`); " +
 		"limits are the values `provider.ParseConfig` accepts, found by trying them.\n")
+	writeSections(&b, one, "Top level", "##")
+	b.WriteString("\n## Several modules\n\n" +
+		"A cloud-config with a top-level `modules` list serves several modules from one CCM " +
+		"(`runtime/multimodule`; how-to: [docs/hybrid.md](../hybrid.md)). " +
+		"Each entry takes every field of the one-module cloud-config above, with the entry's own values.\n")
+	writeSections(&b, several, "Several modules: top level", "###")
+	return b.String(), nil
+}
+
+func writeSections(b *strings.Builder, sections []*configSection, top, heading string) {
 	for _, sec := range sections {
-		title := "Top level"
+		title := top
 		if sec.path != "" {
 			title = "`" + sec.path + "`"
 		}
-		b.WriteString("\n## " + title + "\n\n")
+		b.WriteString("\n" + heading + " " + title + "\n\n")
 		if sec.doc != "" {
 			b.WriteString(sec.doc + "\n\n")
 		}
 		b.WriteString(table([]string{"field", "type", "default", "limits", "meaning"}, sec.rows))
 	}
-	return b.String(), nil
 }
 
 // walkConfig adds the section of struct type t at path, then those of its
@@ -83,6 +99,10 @@ func walkConfig(s *sources, sections *[]*configSection, path string, t reflect.T
 		f := t.Field(i)
 		key, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if !f.IsExported() || key == "-" {
+			continue
+		}
+		if f.Anonymous && key == "" {
+			sec.rows = append(sec.rows, []string{"every field of the [top level](#top-level)", "—", "—", "—", "the embedded " + typeName(f.Type)})
 			continue
 		}
 		if key == "" {
@@ -121,7 +141,7 @@ func walkConfig(s *sources, sections *[]*configSection, path string, t reflect.T
 }
 
 func isObject(t reflect.Type) bool {
-	return t.Kind() == reflect.Struct && t != durationType
+	return t.Kind() == reflect.Struct && t != durationType && t != selectorType
 }
 
 func deref(v reflect.Value) reflect.Value {
@@ -151,6 +171,8 @@ func typeName(t reflect.Type) string {
 		return "duration (`30s`, `10m`)"
 	case t == rawType:
 		return "any YAML"
+	case t == selectorType:
+		return "label selector (`matchLabels`, `matchExpressions`)"
 	}
 	switch t.Kind() {
 	case reflect.String:

@@ -113,16 +113,16 @@ func (b BudgetConfig) Validate() error {
 }
 
 var (
-	deletionsAdmitted = metrics.NewCounter(&metrics.CounterOpts{
+	deletionsAdmitted = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "node_deletion_budget", Name: "admitted_total",
 		Help:           "Nodes the module answered gone whose deletion the budget admitted (each Node once per window).",
 		StabilityLevel: metrics.ALPHA,
-	})
-	deletionsDeferred = metrics.NewCounter(&metrics.CounterOpts{
+	}, []string{"module"})
+	deletionsDeferred = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "node_deletion_budget", Name: "deferred_total",
 		Help:           "Answers that would have deleted a Node, turned into errors because the deletion budget was spent.",
 		StabilityLevel: metrics.ALPHA,
-	})
+	}, []string{"module"})
 )
 
 func init() { legacyregistry.MustRegister(deletionsAdmitted, deletionsDeferred) }
@@ -131,6 +131,8 @@ func init() { legacyregistry.MustRegister(deletionsAdmitted, deletionsDeferred) 
 // deletion. It is consulted only on answers that would delete a Node,
 // never on the ordinary call path.
 type Budget struct {
+	// module labels the budget's metrics.
+	module         string
 	count, percent int
 	// corroboratedPercent caps the admissions, corroborated ones included
 	// (corroborate.go); 0 when corroboration is off.
@@ -147,12 +149,13 @@ type Budget struct {
 }
 
 // NewBudget returns the budget cfg asks for, or nil when it is disabled.
-func NewBudget(cfg BudgetConfig) *Budget {
+func NewBudget(module string, cfg BudgetConfig) *Budget {
 	if cfg.Disabled {
 		return nil
 	}
 	b := &Budget{
-		count: defaultDeletionCount, percent: defaultDeletionPercent, window: defaultDeletionWindow,
+		module: module,
+		count:  defaultDeletionCount, percent: defaultDeletionPercent, window: defaultDeletionWindow,
 		admitted: map[string]time.Time{},
 	}
 	if cfg.Count != nil {
@@ -285,16 +288,16 @@ func (b *Budget) Guard(node string, nodeCount func() int, corroborate func() str
 	if d.Admitted {
 		switch {
 		case d.Fresh && why == "":
-			deletionsCorroborated.Inc()
+			deletionsCorroborated.WithLabelValues(b.module).Inc()
 			klog.InfoS("node deletion admitted beyond the deletion budget: Ready Nodes answered present, and the previous module, if any, agreed",
 				"node", node, "admitted", d.Used, "limit", d.Limit, "ceiling", d.Ceiling, "window", b.window)
 		case d.Fresh:
-			deletionsAdmitted.Inc()
+			deletionsAdmitted.WithLabelValues(b.module).Inc()
 			klog.InfoS("node deletion admitted by the deletion budget", "node", node, "admitted", d.Used, "limit", d.Limit, "window", b.window)
 		}
 		return "", nil
 	}
-	deletionsDeferred.Inc()
+	deletionsDeferred.WithLabelValues(b.module).Inc()
 	err = fmt.Errorf("%w: %d of %d Nodes already admitted in the last %s, and the answer is not corroborated (%s); %s stays until the window slides",
 		ErrDeferred, d.Used, d.Limit, b.window, why, node)
 	if d.Report {

@@ -23,7 +23,7 @@ func testBudget(cfg BudgetConfig) (*Budget, *fakeClock) {
 	if cfg.Corroborated == (CorroborationConfig{}) {
 		cfg.Corroborated.Disabled = true
 	}
-	return NewBudget(cfg), &fakeClock{now: time.Unix(1_800_000_000, 0)}
+	return NewBudget("test", cfg), &fakeClock{now: time.Unix(1_800_000_000, 0)}
 }
 
 func TestDeletionBudgetLimit(t *testing.T) {

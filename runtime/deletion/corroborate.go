@@ -62,11 +62,11 @@ type CorroborationConfig struct {
 	Percent *int `json:"percent,omitempty"`
 }
 
-var deletionsCorroborated = metrics.NewCounter(&metrics.CounterOpts{
+var deletionsCorroborated = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "node_deletion_budget", Name: "corroborated_total",
 	Help:           "Nodes admitted for deletion beyond the budget because the control probe and, during a rollout's probation, the previous module corroborated the module's answer.",
 	StabilityLevel: metrics.ALPHA,
-})
+}, []string{"module"})
 
 func init() { legacyregistry.MustRegister(deletionsCorroborated) }
 

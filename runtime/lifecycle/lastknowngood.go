@@ -30,7 +30,7 @@ var moduleStarts = metrics.NewCounterVec(&metrics.CounterOpts{
 	Help: "CCM starts by the module served (configured, last_known_good) and why: first_install, recorded (the configured module is the last-known-good), " +
 		"shadowing (the configured module differs and is rolled out), configured_unusable, last_known_good_unusable, capabilities_changed.",
 	StabilityLevel: metrics.ALPHA,
-}, []string{"served", "reason"})
+}, []string{"module", "served", "reason"})
 
 func init() { legacyregistry.MustRegister(moduleStarts) }
 

@@ -31,6 +31,9 @@ type Backend interface {
 // rollout's settings, and the adapter's means of loading a module,
 // reporting Events and knowing the Nodes.
 type Options struct {
+	// Name labels the lifecycle's metrics: the module's name in the
+	// cloud-config, or its file's.
+	Name string
 	// Path is the module file; Source is where it comes from, as the
 	// last-known-good record names it (module.image, else Path).
 	Path, Source string
@@ -130,7 +133,7 @@ func Start(ctx context.Context, opts Options, configuredErr error) (*Manager, er
 		m.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.Digest, recordErr))
 	case ConfiguredUnusable:
 		m.refused = checksFailed(file, configuredErr)
-		reloads.WithLabelValues("rejected").Inc()
+		reloads.WithLabelValues(m.opts.Name, "rejected").Inc()
 		m.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.Digest, record.RecordedAt, configuredErr))
 	case CapabilitiesChanged:
 		recorded.Close(ctx)
@@ -173,7 +176,7 @@ func (m *Manager) startServing(b Backend, file modulefile.File, reason StartReas
 	if reason.ServesConfigured() {
 		served = "configured"
 	}
-	moduleStarts.WithLabelValues(served, reason.String()).Inc()
+	moduleStarts.WithLabelValues(m.opts.Name, served, reason.String()).Inc()
 	klog.InfoS("provider module loaded", "path", m.opts.Path, "sha256", file.Digest, "served", served, "reason", reason.String(),
 		"capabilities", m.capabilities.Capabilities)
 }

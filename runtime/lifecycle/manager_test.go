@@ -48,6 +48,7 @@ func newTestModule(t testing.TB, wasm []byte, g lifecycletest.Grants) *testModul
 		tm.host.HTTP.AllowedOrigins = []string{g.Origin}
 	}
 	tm.opts = Options{
+		Name: "test",
 		Path: path, Source: path, Load: tm.load, Emit: tm.events.emit,
 		ListNodes: func() []*v1.Node { return nil }, ExistenceQuestion: existenceQuestion,
 	}

@@ -19,7 +19,7 @@ var reloads = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "module", Name: "reloads_total",
 	Help:           "Module reload attempts by result (loaded, rejected, rolled_back).",
 	StabilityLevel: metrics.ALPHA,
-}, []string{"result"})
+}, []string{"module", "result"})
 
 func init() { legacyregistry.MustRegister(reloads) }
 
@@ -61,7 +61,7 @@ func (m *Manager) Reload(ctx context.Context) {
 	}
 	if err != nil {
 		m.refused = checksFailed(file, err)
-		reloads.WithLabelValues("rejected").Inc()
+		reloads.WithLabelValues(m.opts.Name, "rejected").Inc()
 		klog.ErrorS(err, "new module rejected; the current module stays in service",
 			"path", m.opts.Path, "rejectedSHA256", file.Digest, "currentSHA256", m.served.Digest)
 		m.opts.Emit(events.ModuleRejected,

@@ -27,7 +27,7 @@ var shadowCalls = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "module", Name: "shadow_calls_total",
 	Help:           "Calls asked of a candidate module in shadow, by comparison result (agree, benign, destructive, candidate_failed, in_service_failed), or not compared: dropped when the shadow concurrency was full, shadow_throttled when the rate budget had no spare room for one of the candidate's requests.",
 	StabilityLevel: metrics.ALPHA,
-}, []string{"result"})
+}, []string{"module", "result"})
 
 func init() { legacyregistry.MustRegister(shadowCalls) }
 
@@ -35,6 +35,8 @@ func init() { legacyregistry.MustRegister(shadowCalls) }
 // one atomic pointer, nil when no change is in progress; its decisions
 // are taken by the reload goroutine.
 type rollout struct {
+	// module labels the shadow's metrics (Options.Name).
+	module  string
 	phase   Phase
 	started time.Time
 	// file is the new module's; other is the candidate in shadow, or the
@@ -72,7 +74,7 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 	select {
 	case r.sem <- struct{}{}:
 	default:
-		shadowCalls.WithLabelValues("dropped").Inc()
+		shadowCalls.WithLabelValues(r.module, "dropped").Inc()
 		r.mu.Lock()
 		r.stats.Dropped++
 		r.mu.Unlock()
@@ -105,12 +107,12 @@ func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Messag
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if errors.Is(candidate.Err, host.ErrShadowThrottled) {
-		shadowCalls.WithLabelValues(host.ReasonShadowThrottled).Inc()
+		shadowCalls.WithLabelValues(r.module, host.ReasonShadowThrottled).Inc()
 		r.stats.Throttled++
 		return false
 	}
 	v := r.stats.Record(export, in, inService, candidate)
-	shadowCalls.WithLabelValues(v.String()).Inc()
+	shadowCalls.WithLabelValues(r.module, v.String()).Inc()
 	return true
 }
 
@@ -144,7 +146,7 @@ func (m *Manager) startRollout(mod Backend, file modulefile.File) {
 	}
 	digest := file.Digest
 	r := &rollout{
-		phase: Shadow, started: time.Now(), file: file, other: mod,
+		module: m.opts.Name, phase: Shadow, started: time.Now(), file: file, other: mod,
 		sem: make(chan struct{}, cfg.Concurrency),
 	}
 	m.rollout.Store(r)
@@ -222,7 +224,7 @@ func (m *Manager) rejectCandidate(r *rollout, why string, stats Stats) {
 	m.rollout.Store(nil)
 	closeLater(r.other, "the rejected module")
 	m.refused = refusal{digest: r.file.Digest}
-	reloads.WithLabelValues("rejected").Inc()
+	reloads.WithLabelValues(m.opts.Name, "rejected").Inc()
 	names := make([]string, len(stats.First))
 	for i, d := range stats.First {
 		names[i] = d.String()
@@ -241,7 +243,7 @@ func (m *Manager) promote(mod Backend, file modulefile.File, summary string) {
 	previousFile, digest, previousDigest := m.served, file.Digest, m.served.Digest
 	m.serve(file)
 	m.refused = refusal{}
-	reloads.WithLabelValues("loaded").Inc()
+	reloads.WithLabelValues(m.opts.Name, "loaded").Inc()
 	klog.InfoS("provider module reloaded", "path", m.opts.Path, "sha256", digest, "previousSHA256", previousDigest, "comparison", summary)
 	m.opts.Emit(events.ModuleReloaded, "module "+digest+" in service ("+summary+")")
 	// A promotion is taken from Shadow, shadowing disabled or not, and
@@ -266,7 +268,7 @@ func (m *Manager) judgeProbation(r *rollout) {
 		closeLater(bad, "the rolled-back module")
 		m.serve(r.otherFile)
 		m.refused = refusal{digest: r.file.Digest}
-		reloads.WithLabelValues("rolled_back").Inc()
+		reloads.WithLabelValues(m.opts.Name, "rolled_back").Inc()
 		msg := fmt.Sprintf("module %s rolled back to %s: %d of %d calls failed without an answer (trap, timeout or ABI violation) within %s of its promotion; %s is refused until the module file changes",
 			r.file.Digest, r.otherFile.Digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.Digest)
 		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.Digest, "currentSHA256", r.otherFile.Digest, "failed", failures, "calls", calls)

@@ -140,7 +140,10 @@ func TestRejectionCoversSignature(t *testing.T) {
 	next := lifecycletest.Gzip(t, wasm)
 	lifecycletest.WriteFile(t, tm.path, next)
 	nextDigest := lifecycletest.Digest(next)
-	rejections := func() float64 { v, _ := testutil.GetCounterMetricValue(reloads.WithLabelValues("rejected")); return v }
+	rejections := func() float64 {
+		v, _ := testutil.GetCounterMetricValue(reloads.WithLabelValues(tm.opts.Name, "rejected"))
+		return v
+	}
 	before := rejections()
 	for range 3 {
 		m.Reload(ctx)

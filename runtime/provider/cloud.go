@@ -150,8 +150,8 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 	if cfg.HTTP.budget, err = egress.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
-	c := newBareCloud(cfg)
-	c.name, c.owns = orDefault(opts.Name, moduleName(cfg.Module.Path)), opts.Owns
+	c := newBareCloud(cfg, orDefault(opts.Name, moduleName(cfg.Module.Path)))
+	c.owns = opts.Owns
 	if opts.Name != "" {
 		c.events.prefix = "module " + opts.Name + ": "
 	}
@@ -163,7 +163,7 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 		source = cfg.Module.Image
 	}
 	c.modules, err = lifecycle.Start(ctx, lifecycle.Options{
-		Path: cfg.Module.Path, Source: source, Trust: cfg.Module.trust(),
+		Name: c.name, Path: cfg.Module.Path, Source: source, Trust: cfg.Module.trust(),
 		Rollout: lifecycle.RolloutConfig(cfg.Module.Rollout), ReloadInterval: cfg.Module.ReloadInterval.Duration, Record: store,
 		Load: c.instantiate, Emit: c.events.emit, ListNodes: c.listNodes, ExistenceQuestion: c.existenceQuestion,
 	}, configuredErr)
@@ -200,17 +200,17 @@ func applyMemoryBudget(cfg *Config, othersMiB int, twoModules bool) error {
 	return nil
 }
 
-// newBareCloud returns a Cloud with no module yet.
-func newBareCloud(cfg *Config) *Cloud {
-	c := &Cloud{cfg: cfg, events: &moduleEvents{}}
-	c.budget = deletion.NewBudget(cfg.Safety.MaxNodeDeletions)
+// newBareCloud returns a Cloud with no module yet, labelled name.
+func newBareCloud(cfg *Config, name string) *Cloud {
+	c := &Cloud{cfg: cfg, name: name, events: &moduleEvents{}}
+	c.budget = deletion.NewBudget(name, cfg.Safety.MaxNodeDeletions)
 	return c
 }
 
 // NewWithBackend returns a Cloud over any backend. Hot reload applies only
 // to module backends made by New.
 func NewWithBackend(cfg *Config, b Backend) *Cloud {
-	c := newBareCloud(cfg)
+	c := newBareCloud(cfg, moduleName(cfg.Module.Path))
 	c.modules = lifecycle.Fixed(b)
 	return c
 }

@@ -85,7 +85,7 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 					}
 				}
 				// The budget of one is taken by the first path's Node.
-				c.budget = deletion.NewBudget(c.cfg.Safety.MaxNodeDeletions)
+				c.budget = deletion.NewBudget("test", c.cfg.Safety.MaxNodeDeletions)
 			}
 			if exists, err := v2.InstanceExists(ctx, node("present")); !exists || err != nil {
 				t.Fatalf("present Node: %v, %v", exists, err)
@@ -99,7 +99,7 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 // often they are asked, and every other answer becomes an error.
 func TestDeletionBudgetOverModule(t *testing.T) {
 	e := newSimcloudEnv(t, 5, RolloutConfig{Shadow: ShadowConfig{Disabled: true}})
-	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(2), Percent: intp(0)})
+	e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(2), Percent: intp(0)})
 	e.replace(t, "allgone")
 	i, _ := e.c.InstancesV2()
 	gone := map[string]bool{}
@@ -188,7 +188,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSimcloudEnv(t, nodes, tc.rollout)
-			e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
+			e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
 			if !tc.noReady {
 				var ready []string
 				for _, n := range e.nodes[tc.down:] {
@@ -238,7 +238,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 // once per deletion.ProbeTTL, not once per Node.
 func TestControlProbeIsCached(t *testing.T) {
 	e := newSimcloudEnv(t, 20, RolloutConfig{})
-	e.c.budget = deletion.NewBudget(DeletionBudgetConfig{Count: intp(1), Percent: intp(0)})
+	e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(1), Percent: intp(0)})
 	var ready []string
 	for _, n := range e.nodes[8:] {
 		ready = append(ready, n.Name)

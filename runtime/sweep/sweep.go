@@ -134,6 +134,8 @@ var ErrUnsupported = errors.New("the module in service does not list its load ba
 
 // Cloud is what the sweep needs of the provider (runtime/provider.Cloud).
 type Cloud interface {
+	// Name labels the sweep's metrics.
+	Name() string
 	// ListOwnedLoadBalancers asks the module in service for the load
 	// balancers it made for clusterName. module identifies the module
 	// that answered (comparable), so that two sweeps are known to have
@@ -233,8 +235,8 @@ func (s *Sweeper) Sweep(ctx context.Context) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	result := s.sweep(ctx)
-	sweeps.WithLabelValues(result).Inc()
-	pendingGauge.Set(float64(len(s.pending)))
+	sweeps.WithLabelValues(s.cloud.Name(), result).Inc()
+	pendingGauge.WithLabelValues(s.cloud.Name()).Set(float64(len(s.pending)))
 	return result
 }
 
@@ -263,7 +265,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		// A new module's listing confirms nothing an old one found.
 		s.reset(module)
 	}
-	lbGauge.Set(float64(len(listed)))
+	lbGauge.WithLabelValues(s.cloud.Name()).Set(float64(len(listed)))
 
 	services, err := s.services.List(labels.Everything())
 	if err != nil {
@@ -282,11 +284,11 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		lb := &listed[i]
 		switch {
 		case lb.Name == "" || lb.ServiceUID == "":
-			ignored.WithLabelValues("incomplete").Inc()
+			ignored.WithLabelValues(s.cloud.Name(), "incomplete").Inc()
 			klog.InfoS("orphan sweep: the module listed a load balancer without a name or Service UID; ignored", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID)
 			continue
 		case lb.ClusterName != "" && lb.ClusterName != s.clusterName:
-			ignored.WithLabelValues("other_cluster").Inc()
+			ignored.WithLabelValues(s.cloud.Name(), "other_cluster").Inc()
 			klog.InfoS("orphan sweep: the module listed another cluster's load balancer; ignored", "name", lb.Name, "id", lb.ID, "itsCluster", lb.ClusterName, "cluster", s.clusterName)
 			continue
 		case uids[types.UID(lb.ServiceUID)]:
@@ -301,7 +303,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 			// Deleted last time and listed again: the module's delete did
 			// not find it. Trying again would delete nothing either.
 			s.stuck[k] = true
-			deletions.WithLabelValues("not_removed").Inc()
+			deletions.WithLabelValues(s.cloud.Name(), "not_removed").Inc()
 			s.event(lb, events.OrphanLoadBalancerNotRemoved, fmt.Sprintf("load balancer %s, made for Service UID %s, is still listed after the module's EnsureLoadBalancerDeleted succeeded; the sweep will not try it again until the CCM restarts", describe(lb), lb.ServiceUID))
 			continue
 		}
@@ -328,7 +330,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		k := key(lb)
 		if svc, ok := serving[lb.Name]; ok {
 			delete(s.pending, k)
-			deletions.WithLabelValues("spared").Inc()
+			deletions.WithLabelValues(s.cloud.Name(), "spared").Inc()
 			klog.InfoS("orphan sweep: load balancer made for a deleted Service now serves another one; kept", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", svc)
 			continue
 		}
@@ -378,7 +380,7 @@ func hasFinalizer(svc *v1.Service, name string) bool {
 func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 	k := key(lb)
 	if s.cfg.DryRun {
-		deletions.WithLabelValues("dry_run").Inc()
+		deletions.WithLabelValues(s.cloud.Name(), "dry_run").Inc()
 		klog.InfoS("orphan sweep (dry run): would delete load balancer", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID)
 		return
 	}
@@ -391,7 +393,7 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 	}
 	s.deletions = kept
 	if len(s.deletions) >= s.cfg.maxPerHour() {
-		deletions.WithLabelValues("deferred").Inc()
+		deletions.WithLabelValues(s.cloud.Name(), "deferred").Inc()
 		s.event(lb, events.OrphanLoadBalancerDeferred, fmt.Sprintf("orphaned load balancer %s not deleted yet: the sweep deleted %d in the last hour (orphanSweep.maxDeletionsPerHour)", describe(lb), len(s.deletions)))
 		return
 	}
@@ -404,14 +406,14 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 		svc.Name = lb.Name
 	}
 	if err := s.cloud.DeleteOwnedLoadBalancer(ctx, s.clusterName, svc); err != nil {
-		deletions.WithLabelValues("failed").Inc()
+		deletions.WithLabelValues(s.cloud.Name(), "failed").Inc()
 		klog.ErrorS(err, "orphan sweep: deleting load balancer failed; tried again at the next sweep", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID)
 		s.event(lb, events.OrphanLoadBalancerDeleteFailed, fmt.Sprintf("deleting orphaned load balancer %s failed: %v", describe(lb), err))
 		return
 	}
 	delete(s.pending, k)
 	s.deleted[k] = true
-	deletions.WithLabelValues("deleted").Inc()
+	deletions.WithLabelValues(s.cloud.Name(), "deleted").Inc()
 	klog.InfoS("orphan sweep: deleted load balancer whose Service no longer exists", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName)
 	s.event(lb, events.OrphanLoadBalancerDeleted, fmt.Sprintf("deleted load balancer %s: it was made for Service UID %s, which no longer exists, and two consecutive sweeps found it orphaned", describe(lb), lb.ServiceUID))
 }

@@ -65,6 +65,8 @@ func defaultName(svc *v1.Service) string {
 	return n[:min(len(n), 32)]
 }
 
+func (f *fakeCloud) Name() string { return "fake" }
+
 func (f *fakeCloud) DeleteOwnedLoadBalancer(_ context.Context, _ string, svc *v1.Service) error {
 	f.deleted = append(f.deleted, string(svc.UID))
 	if f.keep {
