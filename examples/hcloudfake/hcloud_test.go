@@ -302,6 +302,73 @@ func TestLoadBalancerTypeLimits(t *testing.T) {
 	}
 }
 
+// A load balancer created with its network, services and targets in the
+// create request, as the real API takes them, has them all with every
+// setting, and update_service changes HTTP and health check settings.
+func TestLoadBalancerCreateWithServicesAndTargets(t *testing.T) {
+	cloud, client := newClient(t, hcloudfake.Options{ActionPolls: 1})
+	ctx := context.Background()
+	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := cloud.AddServer(hcloudfake.Server{Name: "a", Network: network.ID})
+	b, _ := cloud.AddServer(hcloudfake.Server{Name: "b", Network: network.ID})
+	res, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{
+		Name: "svc", LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"}, Location: &hcloud.Location{Name: "fsn1"},
+		Network: &hcloud.Network{ID: network.ID},
+		Services: []hcloud.LoadBalancerCreateOptsService{
+			{Protocol: hcloud.LoadBalancerServiceProtocolTCP, ListenPort: hcloud.Ptr(443), DestinationPort: hcloud.Ptr(30443), Proxyprotocol: hcloud.Ptr(true)},
+			{Protocol: hcloud.LoadBalancerServiceProtocolHTTP, ListenPort: hcloud.Ptr(80), DestinationPort: hcloud.Ptr(30080),
+				HTTP: &hcloud.LoadBalancerCreateOptsServiceHTTP{CookieName: hcloud.Ptr("TRACK"), CookieLifetime: hcloud.Ptr(time.Minute), StickySessions: hcloud.Ptr(true)},
+				HealthCheck: &hcloud.LoadBalancerCreateOptsServiceHealthCheck{Protocol: hcloud.LoadBalancerServiceProtocolHTTP, Port: hcloud.Ptr(30080),
+					Interval: hcloud.Ptr(5 * time.Second), HTTP: &hcloud.LoadBalancerCreateOptsServiceHealthCheckHTTP{Path: hcloud.Ptr("/healthz"), StatusCodes: []string{"200"}}}},
+		},
+		Targets: []hcloud.LoadBalancerCreateOptsTarget{
+			{Type: hcloud.LoadBalancerTargetTypeServer, Server: hcloud.LoadBalancerCreateOptsTargetServer{Server: &hcloud.Server{ID: a.ID}}, UsePrivateIP: hcloud.Ptr(true)},
+			{Type: hcloud.LoadBalancerTargetTypeServer, Server: hcloud.LoadBalancerCreateOptsTargetServer{Server: &hcloud.Server{ID: b.ID}}},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, client, res.Action)
+	got, _, err := client.LoadBalancer.GetByID(ctx, res.LoadBalancer.ID)
+	if err != nil || got == nil {
+		t.Fatalf("GetByID: %v %v", got, err)
+	}
+	if len(got.Services) != 2 || len(got.Targets) != 2 || len(got.PrivateNet) != 1 {
+		t.Fatalf("created with %d services, %d targets, %d networks; want 2, 2, 1", len(got.Services), len(got.Targets), len(got.PrivateNet))
+	}
+	tcp, web := got.Services[0], got.Services[1]
+	if tcp.ListenPort != 443 || tcp.DestinationPort != 30443 || !tcp.Proxyprotocol || tcp.HTTP.CookieName != "" {
+		t.Fatalf("tcp service as hcloud-go decodes it: %+v", tcp)
+	}
+	if web.ListenPort != 80 || web.DestinationPort != 30080 || web.HTTP.CookieName != "TRACK" || web.HTTP.CookieLifetime != time.Minute ||
+		!web.HTTP.StickySessions || web.HealthCheck.Interval != 5*time.Second || web.HealthCheck.Timeout != 10*time.Second ||
+		web.HealthCheck.HTTP == nil || web.HealthCheck.HTTP.Path != "/healthz" || len(web.HealthCheck.HTTP.StatusCodes) != 1 {
+		t.Fatalf("http service as hcloud-go decodes it: %+v, health check %+v", web, web.HealthCheck)
+	}
+	if got.Targets[0].Server.Server.ID != a.ID || !got.Targets[0].UsePrivateIP || got.Targets[1].Server.Server.ID != b.ID || got.Targets[1].UsePrivateIP {
+		t.Fatalf("targets as hcloud-go decodes them: %+v", got.Targets)
+	}
+
+	action, _, err := client.LoadBalancer.UpdateService(ctx, got, 80, hcloud.LoadBalancerUpdateServiceOpts{
+		HTTP:        &hcloud.LoadBalancerUpdateServiceOptsHTTP{CookieName: hcloud.Ptr("OTHER")},
+		HealthCheck: &hcloud.LoadBalancerUpdateServiceOptsHealthCheck{HTTP: &hcloud.LoadBalancerUpdateServiceOptsHealthCheckHTTP{TLS: hcloud.Ptr(true)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAll(t, client, action)
+	if got, _, err = client.LoadBalancer.GetByID(ctx, got.ID); err != nil {
+		t.Fatal(err)
+	}
+	if web := got.Services[1]; web.HTTP.CookieName != "OTHER" || !web.HTTP.StickySessions || !web.HealthCheck.HTTP.TLS || web.HealthCheck.HTTP.Path != "/healthz" {
+		t.Fatalf("http service after update_service: %+v, health check %+v", web, web.HealthCheck.HTTP)
+	}
+}
+
 func TestRoutes(t *testing.T) {
 	cloud, client := newClient(t, hcloudfake.Options{})
 	ctx := context.Background()

@@ -201,24 +201,36 @@ func (c *Cloud) populateLocked(lb *schema.LoadBalancer, req schema.LoadBalancerC
 		}
 	}
 	for _, s := range req.Services {
-		svc := schema.LoadBalancerActionAddServiceRequest{Protocol: s.Protocol, ListenPort: s.ListenPort,
-			DestinationPort: s.DestinationPort, Proxyprotocol: s.Proxyprotocol}
-		if s.HealthCheck != nil {
-			svc.HealthCheck = &schema.LoadBalancerActionAddServiceRequestHealthCheck{Protocol: s.HealthCheck.Protocol,
-				Port: s.HealthCheck.Port, Interval: s.HealthCheck.Interval, Timeout: s.HealthCheck.Timeout, Retries: s.HealthCheck.Retries}
+		var svc schema.LoadBalancerActionAddServiceRequest
+		if err := sameShape(s, &svc); err != nil {
+			return err
 		}
 		if err := addService(lb, svc); err != nil {
 			return err
 		}
 	}
 	for _, t := range req.Targets {
-		tr := schema.LoadBalancerActionAddTargetRequest{Type: t.Type, UsePrivateIP: t.UsePrivateIP}
-		if t.Server != nil {
-			tr.Server = &schema.LoadBalancerActionAddTargetRequestServer{ID: t.Server.ID}
+		var tr schema.LoadBalancerActionAddTargetRequest
+		if err := sameShape(t, &tr); err != nil {
+			return err
 		}
 		if err := c.addTargetLocked(lb, tr); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// sameShape copies a service or target of a create request into the
+// request of the action that adds one, whose JSON is the same, so that
+// every field the API takes in one it takes in the other.
+func sameShape[From, To any](from From, to *To) *apiError {
+	raw, err := json.Marshal(from)
+	if err == nil {
+		err = json.Unmarshal(raw, to)
+	}
+	if err != nil {
+		return invalidInput("", "invalid service or target: "+err.Error())
 	}
 	return nil
 }
@@ -398,19 +410,51 @@ func addService(lb *schema.LoadBalancer, req schema.LoadBalancerActionAddService
 		setIf(&h.Interval, hc.Interval)
 		setIf(&h.Timeout, hc.Timeout)
 		setIf(&h.Retries, hc.Retries)
-		if hc.HTTP != nil {
-			h.HTTP = &schema.LoadBalancerServiceHealthCheckHTTP{StatusCodes: []string{"2??", "3??"}, Path: "/"}
-			setIf(&h.HTTP.Domain, hc.HTTP.Domain)
-			setIf(&h.HTTP.Path, hc.HTTP.Path)
-			setIf(&h.HTTP.StatusCodes, hc.HTTP.StatusCodes)
-			setIf(&h.HTTP.TLS, hc.HTTP.TLS)
-		}
+		setHealthCheckHTTP(h, hc.HTTP)
 	}
-	if svc.Protocol != "tcp" {
-		svc.HTTP = &schema.LoadBalancerServiceHTTP{CookieName: "HCLBSTICKY", CookieLifetime: 300, Certificates: []int64{}}
-	}
+	setHTTP(&svc, req.HTTP)
 	lb.Services = append(lb.Services, svc)
 	return nil
+}
+
+// setHTTP gives a service of protocol http or https its HTTP settings,
+// the API's defaults changed by those of req (nil changes nothing), and a
+// tcp service none. The add_service and update_service requests' settings
+// share one JSON shape.
+func setHTTP(svc *schema.LoadBalancerService, req *schema.LoadBalancerActionAddServiceRequestHTTP) {
+	if svc.Protocol == "tcp" {
+		svc.HTTP = nil
+		return
+	}
+	if svc.HTTP == nil {
+		svc.HTTP = &schema.LoadBalancerServiceHTTP{CookieName: "HCLBSTICKY", CookieLifetime: 300, Certificates: []int64{}}
+	}
+	if req == nil {
+		return
+	}
+	h := svc.HTTP
+	setIf(&h.CookieName, req.CookieName)
+	setIf(&h.CookieLifetime, req.CookieLifetime)
+	setIf(&h.Certificates, req.Certificates)
+	setIf(&h.RedirectHTTP, req.RedirectHTTP)
+	setIf(&h.StickySessions, req.StickySessions)
+}
+
+// setHealthCheckHTTP applies an add_service or update_service request's
+// HTTP health check settings (nil changes nothing), from the API's
+// defaults when the check had none.
+func setHealthCheckHTTP(hc *schema.LoadBalancerServiceHealthCheck, req *schema.LoadBalancerActionAddServiceRequestHealthCheckHTTP) {
+	if req == nil {
+		return
+	}
+	if hc.HTTP == nil {
+		hc.HTTP = &schema.LoadBalancerServiceHealthCheckHTTP{StatusCodes: []string{"2??", "3??"}, Path: "/"}
+	}
+	setIf(&hc.HTTP.Domain, req.Domain)
+	setIf(&hc.HTTP.Path, req.Path)
+	setIf(&hc.HTTP.Response, req.Response)
+	setIf(&hc.HTTP.StatusCodes, req.StatusCodes)
+	setIf(&hc.HTTP.TLS, req.TLS)
 }
 
 func updateService(lb *schema.LoadBalancer, req schema.LoadBalancerActionUpdateServiceRequest) *apiError {
@@ -422,12 +466,14 @@ func updateService(lb *schema.LoadBalancer, req schema.LoadBalancerActionUpdateS
 	setIf(&s.Protocol, req.Protocol)
 	setIf(&s.DestinationPort, req.DestinationPort)
 	setIf(&s.Proxyprotocol, req.Proxyprotocol)
+	setHTTP(s, (*schema.LoadBalancerActionAddServiceRequestHTTP)(req.HTTP))
 	if hc := req.HealthCheck; hc != nil {
 		setIf(&s.HealthCheck.Protocol, hc.Protocol)
 		setIf(&s.HealthCheck.Port, hc.Port)
 		setIf(&s.HealthCheck.Interval, hc.Interval)
 		setIf(&s.HealthCheck.Timeout, hc.Timeout)
 		setIf(&s.HealthCheck.Retries, hc.Retries)
+		setHealthCheckHTTP(s.HealthCheck, (*schema.LoadBalancerActionAddServiceRequestHealthCheckHTTP)(hc.HTTP))
 	}
 	return nil
 }

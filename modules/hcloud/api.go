@@ -62,10 +62,8 @@ type loadBalancer struct {
 	Algorithm struct {
 		Type string `json:"type"`
 	} `json:"algorithm"`
-	Services []struct {
-		ListenPort int `json:"listen_port"`
-	} `json:"services"`
-	Targets []struct {
+	Services []lbService `json:"services"`
+	Targets  []struct {
 		Type   string `json:"type"`
 		Server *struct {
 			ID int64 `json:"id"`

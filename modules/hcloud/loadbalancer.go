@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,7 +152,7 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, clusterName string, s
 		return nil, err
 	}
 	if lb == nil {
-		if lb, err = p.create(ctx, clusterName, svc); err != nil {
+		if lb, err = p.create(ctx, clusterName, svc, nodes); err != nil {
 			return nil, err
 		}
 	}
@@ -194,20 +195,30 @@ func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc 
 	return err
 }
 
+// createRequest is the body of POST /load_balancers.
+type createRequest struct {
+	Name             string            `json:"name"`
+	LoadBalancerType string            `json:"load_balancer_type"`
+	Location         string            `json:"location,omitempty"`
+	NetworkZone      string            `json:"network_zone,omitempty"`
+	Algorithm        *algorithm        `json:"algorithm,omitempty"`
+	Labels           map[string]string `json:"labels"`
+	PublicInterface  *bool             `json:"public_interface,omitempty"`
+	Network          int64             `json:"network,omitempty"`
+	Services         []lbService       `json:"services,omitempty"`
+	Targets          []serverTarget    `json:"targets,omitempty"`
+}
+
 // create makes the load balancer with the type, location or network zone,
-// algorithm and public interface the Service and config ask for.
-func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Service) (*loadBalancer, error) {
+// algorithm, public interface and network the Service and config ask for,
+// and, in the same request, the services of its ports and the targets of
+// the Nodes, so that a new load balancer costs one action instead of one
+// per service and target. Only the network annotated with a private IPv4
+// address, which the create request cannot set, is left to reconcile, and
+// with it the targets that use private IPs.
+func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Service, nodes []abi.Node) (*loadBalancer, error) {
 	a := annotations{m: svc.Annotations}
 	def := p.cfg.LoadBalancers
-	type createRequest struct {
-		Name             string            `json:"name"`
-		LoadBalancerType string            `json:"load_balancer_type"`
-		Location         string            `json:"location,omitempty"`
-		NetworkZone      string            `json:"network_zone,omitempty"`
-		Algorithm        *algorithm        `json:"algorithm,omitempty"`
-		Labels           map[string]string `json:"labels"`
-		PublicInterface  *bool             `json:"public_interface,omitempty"`
-	}
 	req := createRequest{Name: p.GetLoadBalancerName(ctx, clusterName, svc), LoadBalancerType: p.lbType(&a),
 		Location: def.Location, NetworkZone: def.NetworkZone, Labels: map[string]string{ServiceUIDLabel: svc.UID}}
 	if cluster := clusterLabelValue(clusterName); cluster != "" {
@@ -233,19 +244,28 @@ func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Serv
 		enabled := !disable
 		req.PublicInterface = &enabled
 	}
+	networkID, err := p.network(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, ipSet := a.str(annPrivateIPv4); !ipSet {
+		req.Network = networkID
+	}
+	if req.Services, err = p.services(svc, &a); err != nil {
+		return nil, err
+	}
+	if private := p.usePrivateIP(&a); !private || req.Network != 0 {
+		order, _ := p.targetServers(nodes)
+		for _, id := range order {
+			req.Targets = append(req.Targets, newServerTarget(id, private))
+		}
+	}
 	if a.err != nil {
 		return nil, a.err
 	}
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, errors.New("hcloud: encoding the load balancer: " + err.Error())
-	}
 	what := "creating load balancer " + strconv.Quote(req.Name)
-	var resp struct {
-		LoadBalancer *loadBalancer `json:"load_balancer"`
-		Action       *action       `json:"action"`
-	}
-	if _, err := p.api.Do(ctx, &rest.Request{What: what, Method: "POST", Path: "/load_balancers", Body: body, Into: &resp}); err != nil {
+	resp, err := p.postCreate(ctx, what, &req)
+	if err != nil {
 		return nil, err
 	}
 	if resp.LoadBalancer == nil {
@@ -256,6 +276,41 @@ func (p *Provider) create(ctx context.Context, clusterName string, svc *abi.Serv
 		return nil, err
 	}
 	return p.getLB(ctx, resp.LoadBalancer.ID)
+}
+
+type createResponse struct {
+	LoadBalancer *loadBalancer `json:"load_balancer"`
+	Action       *action       `json:"action"`
+}
+
+// postCreate sends the create request. When the API refuses it with
+// resource_limit_exceeded, as more services or targets than the type
+// allows make it refuse the whole create, the load balancer is created
+// without them: reconcile then adds them one by one up to the type's
+// limits, as for a load balancer that exists.
+func (p *Provider) postCreate(ctx context.Context, what string, req *createRequest) (*createResponse, error) {
+	for {
+		body, err := json.Marshal(req)
+		if err != nil {
+			return nil, errors.New("hcloud: encoding the load balancer: " + err.Error())
+		}
+		var resp createResponse
+		r := &rest.Request{What: what, Method: "POST", Path: "/load_balancers", Body: body, Accept: []int32{403}, Into: &resp}
+		answer, err := p.api.Do(ctx, r)
+		if err != nil {
+			return nil, err
+		}
+		if answer.StatusCode != 403 {
+			return &resp, nil
+		}
+		code, _, ok := decodeAPIError(answer)
+		if !ok || code != "resource_limit_exceeded" || len(req.Services)+len(req.Targets) == 0 {
+			return nil, p.api.Error(r, answer)
+		}
+		p.logf(abi.LogInfo, what+": the API refused "+strconv.Itoa(len(req.Services))+" services and "+strconv.Itoa(len(req.Targets))+
+			" targets as beyond its type's limits; creating it without them, to add them one by one")
+		req.Services, req.Targets = nil, nil
+	}
 }
 
 type algorithm struct {
@@ -397,8 +452,8 @@ func (p *Provider) reconcileNetwork(ctx context.Context, lb *loadBalancer, a *an
 	return act("attach_to_network", req)
 }
 
-// lbService is a service of the load balancer as the API takes it; nil
-// fields are left to the API's defaults.
+// lbService is a service of the load balancer as the API takes it, nil
+// fields left to the API's defaults, and as it answers it.
 type lbService struct {
 	ListenPort      int              `json:"listen_port"`
 	Protocol        string           `json:"protocol"`
@@ -432,6 +487,42 @@ type lbServiceHealthHTTP struct {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// satisfiedBy reports whether the load balancer's service have already is
+// what update_service with s would make it: every field s sets has that
+// value there. A field s leaves unset is one the update would not touch.
+func (s *lbService) satisfiedBy(have *lbService) bool {
+	if s.Protocol != have.Protocol || s.DestinationPort != have.DestinationPort || !same(s.Proxyprotocol, have.Proxyprotocol) {
+		return false
+	}
+	if h := s.HTTP; h != nil {
+		g := have.HTTP
+		if g == nil || !same(h.CookieName, g.CookieName) || !same(h.CookieLifetime, g.CookieLifetime) ||
+			!same(h.RedirectHTTP, g.RedirectHTTP) || !same(h.StickySessions, g.StickySessions) {
+			return false
+		}
+	}
+	if hc := s.HealthCheck; hc != nil {
+		g := have.HealthCheck
+		if g == nil || hc.Protocol != g.Protocol || !same(hc.Port, g.Port) || !same(hc.Interval, g.Interval) ||
+			!same(hc.Timeout, g.Timeout) || !same(hc.Retries, g.Retries) {
+			return false
+		}
+		if hh := hc.HTTP; hh != nil {
+			gh := g.HTTP
+			if gh == nil || !same(hh.Domain, gh.Domain) || !same(hh.Path, gh.Path) || !same(hh.TLS, gh.TLS) ||
+				hh.StatusCodes != nil && (gh.StatusCodes == nil || !slices.Equal(*hh.StatusCodes, *gh.StatusCodes)) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// same reports whether have holds want, or want is unset.
+func same[T comparable](want, have *T) bool {
+	return want == nil || have != nil && *want == *have
+}
 
 // serviceFor builds the load balancer service of one Service port: listen
 // on the port, forward to the node port, with the protocol, HTTP and
@@ -506,27 +597,46 @@ func serviceFor(port abi.ServicePort, a *annotations) lbService {
 	return s
 }
 
-// reconcileServices adds a service per TCP port of the Service, updates
-// the existing ones, and deletes those of ports the Service no longer has.
-func (p *Provider) reconcileServices(lb *loadBalancer, svc *abi.Service, act func(string, any) error) error {
-	a := annotations{m: svc.Annotations}
-	stale := map[int]bool{}
-	for _, s := range lb.Services {
-		stale[s.ListenPort] = true
-	}
+// services is the load balancer service of each TCP port of the Service;
+// ports of other protocols are logged and skipped.
+func (p *Provider) services(svc *abi.Service, a *annotations) ([]lbService, error) {
+	var out []lbService
 	for _, port := range svc.Ports {
 		if port.Protocol != "" && port.Protocol != "TCP" {
 			p.logf(abi.LogWarning, "Service "+svc.Namespace+"/"+svc.Name+": port "+strconv.Itoa(int(port.Port))+" uses "+port.Protocol+", which Hetzner load balancers do not support; skipped")
 			continue
 		}
-		s := serviceFor(port, &a)
+		s := serviceFor(port, a)
 		if a.err != nil {
-			return a.err
+			return nil, a.err
 		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// reconcileServices adds a service per TCP port of the Service, updates
+// the existing ones that differ from it, and deletes those of ports the
+// Service no longer has.
+func (p *Provider) reconcileServices(lb *loadBalancer, svc *abi.Service, act func(string, any) error) error {
+	a := annotations{m: svc.Annotations}
+	want, err := p.services(svc, &a)
+	if err != nil {
+		return err
+	}
+	stale := map[int]*lbService{}
+	for i := range lb.Services {
+		stale[lb.Services[i].ListenPort] = &lb.Services[i]
+	}
+	for _, s := range want {
+		have, exists := stale[s.ListenPort]
+		delete(stale, s.ListenPort)
 		name := "add_service"
-		if stale[s.ListenPort] {
+		if exists {
+			if s.satisfiedBy(have) {
+				continue
+			}
 			name = "update_service"
-			delete(stale, s.ListenPort)
 		}
 		if err := act(name, s); err != nil {
 			return err
@@ -555,21 +665,7 @@ func (p *Provider) reconcileTargets(ctx context.Context, lb *loadBalancer, svc *
 	if private && p.cfg.Network == "" {
 		return errors.New("hcloud: " + annUsePrivateIP + " needs a network in the provider config")
 	}
-	want := map[int64]bool{}
-	var order []int64
-	nodeName := map[int64]string{}
-	for i := range nodes {
-		id, err := serverID(nodes[i].ProviderID)
-		if err != nil {
-			p.logf(abi.LogWarning, "Node "+nodes[i].Name+" is not a load balancer target: "+err.Error())
-			continue
-		}
-		if !want[id] {
-			want[id] = true
-			order = append(order, id)
-			nodeName[id] = nodes[i].Name
-		}
-	}
+	order, nodeName := p.targetServers(nodes)
 	// Targets of every kind count against the type's limit.
 	count := len(lb.Targets)
 	have := map[int64]bool{}
@@ -577,7 +673,7 @@ func (p *Provider) reconcileTargets(ctx context.Context, lb *loadBalancer, svc *
 		if t.Type != "server" || t.Server == nil {
 			continue
 		}
-		if want[t.Server.ID] && t.UsePrivateIP == private {
+		if _, want := nodeName[t.Server.ID]; want && t.UsePrivateIP == private {
 			have[t.Server.ID] = true
 			continue
 		}
@@ -620,13 +716,48 @@ func (p *Provider) reconcileTargets(ctx context.Context, lb *loadBalancer, svc *
 	return nil
 }
 
+// targetServers is the servers of the Nodes, each once and in the Nodes'
+// order, with the name of its Node; Nodes without a server are logged and
+// left out.
+func (p *Provider) targetServers(nodes []abi.Node) (order []int64, nodeName map[int64]string) {
+	nodeName = map[int64]string{}
+	for i := range nodes {
+		id, err := serverID(nodes[i].ProviderID)
+		if err != nil {
+			p.logf(abi.LogWarning, "Node "+nodes[i].Name+" is not a load balancer target: "+err.Error())
+			continue
+		}
+		if _, seen := nodeName[id]; !seen {
+			order = append(order, id)
+			nodeName[id] = nodes[i].Name
+		}
+	}
+	return order, nodeName
+}
+
+// serverTarget is a server target as add_target and the create request
+// take it.
+type serverTarget struct {
+	Type   string `json:"type"`
+	Server struct {
+		ID int64 `json:"id"`
+	} `json:"server"`
+	UsePrivateIP bool `json:"use_private_ip"`
+}
+
+func newServerTarget(id int64, private bool) serverTarget {
+	t := serverTarget{Type: "server", UsePrivateIP: private}
+	t.Server.ID = id
+	return t
+}
+
 // addTarget adds a server target and waits for its action. It returns
 // false, and no error, when the API refuses the target with
 // resource_limit_exceeded: the load balancer already has as many targets
 // as its type allows.
 func (p *Provider) addTarget(ctx context.Context, lb *loadBalancer, id int64, private bool) (bool, error) {
 	what := "add_target on load balancer " + strconv.Quote(lb.Name)
-	body, _ := json.Marshal(map[string]any{"type": "server", "server": map[string]int64{"id": id}, "use_private_ip": private})
+	body, _ := json.Marshal(newServerTarget(id, private))
 	var resp struct {
 		Action *action `json:"action"`
 	}
