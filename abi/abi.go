@@ -27,8 +27,9 @@ const Version = 1
 // ImportStateSet, ImportStateDelete), and reserved the request headers
 // starting with HeaderPrefix for host-side authentication. Revision 3
 // added the optional export ExportListLoadBalancers. Revision 4 added the
-// optional export ExportSetDeadline.
-const Revision = 4
+// optional export ExportSetDeadline. Revision 5 added the reserved request
+// header HeaderReadOnly.
+const Revision = 5
 
 // Core exports every module has.
 const (
@@ -216,6 +217,17 @@ const (
 	// region a sigv4 credential signs for, overriding its defaults.
 	HeaderSigV4Service = "Wasmccm-Sigv4-Service"
 	HeaderSigV4Region  = "Wasmccm-Sigv4-Region"
+	// HeaderReadOnly (revision 5), with the value ReadOnlyValue, marks a
+	// request other than a GET, such as a query API's POST of a Describe
+	// action, as one that changes nothing in the cloud: the host may then
+	// share the response of an identical request (same method, URL,
+	// headers and body) already in flight, as it does for GETs, and does
+	// not count it as a write. Any other value fails the request. A host
+	// before revision 5 refuses the request before sending it, as it does
+	// any reserved header it does not know; the SDK then sends it again
+	// unmarked.
+	HeaderReadOnly = "Wasmccm-Read-Only"
+	ReadOnlyValue  = "true"
 )
 
 // Errno is a negative return of a host import.

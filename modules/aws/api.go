@@ -71,6 +71,10 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 		{Name: abi.HeaderSigV4Service, Value: a.service},
 		{Name: abi.HeaderSigV4Region, Value: a.region},
 	}, TimeoutMillis: rest.TimeoutMillis(ctx, a.timeout)}
+	if strings.HasPrefix(action, "Describe") {
+		// A read, which the host may share with an identical one in flight.
+		sdk.MarkReadOnly(req)
+	}
 	resp, err := a.host.HTTP(req)
 	if err == nil && resp.Error != "" {
 		err = errors.New(resp.Error)

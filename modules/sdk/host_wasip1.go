@@ -44,6 +44,10 @@ type imports struct{}
 var requestBuf, resultBuf []byte
 
 func (imports) HTTP(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
+	return sendMarkedIfKnown(req, httpDo)
+}
+
+func httpDo(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
 	if len(req.Headers) > abi.MaxRequestHeaders {
 		// The host would refuse the message as malformed and end the call.
 		return nil, &HTTPError{Msg: "request has " + strconv.Itoa(len(req.Headers)) + " headers, more than the " + strconv.Itoa(abi.MaxRequestHeaders) + " the host accepts"}

@@ -218,6 +218,12 @@ func (a *Authenticator) authorize(h http.Header, u *url.URL) (grant, error) {
 		switch key = http.CanonicalHeaderKey(key); {
 		case key == abi.HeaderCredential:
 			name = value
+		case key == abi.HeaderReadOnly:
+			// Says nothing of credentials: the wasm host's coalescing
+			// reads it, and a native run, which has none, removes it.
+			if value != abi.ReadOnlyValue {
+				return grant{}, denied("header %s must be %q", key, abi.ReadOnlyValue)
+			}
 		case a.params[key] != "":
 			if g.params == nil {
 				g.params = map[string]string{}

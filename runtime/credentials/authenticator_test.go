@@ -105,6 +105,17 @@ func TestAuthSchemes(t *testing.T) {
 	if got, err := send(api+"/v1/x", "Authorization", "Bearer mine"); err != nil || got.Header.Get("Authorization") != "Bearer mine" {
 		t.Errorf("a request naming no credential is sent as the module wrote it: %v %v", got, err)
 	}
+	// The read-only mark (ABI revision 5) is the coalescing's, in the wasm
+	// host; a native run, which has none, removes it.
+	for _, headers := range [][]string{{abi.HeaderReadOnly, abi.ReadOnlyValue}, {abi.HeaderReadOnly, abi.ReadOnlyValue, abi.HeaderCredential, "bearer"}} {
+		got, err := send(api+"/v1/x", headers...)
+		if err != nil {
+			t.Fatalf("%v: %v", headers, err)
+		}
+		if got.Header.Get(abi.HeaderReadOnly) != "" || len(headers) > 2 && got.Header.Get("Authorization") != "Bearer s3cret" {
+			t.Errorf("%v: sent with headers %v; want no %s, and the credential applied", headers, got.Header, abi.HeaderReadOnly)
+		}
+	}
 	for _, c := range []struct {
 		url     string
 		headers []string
@@ -117,6 +128,7 @@ func TestAuthSchemes(t *testing.T) {
 		{api + "/", []string{abi.HeaderCredential, "bearer", "Authorization", "Bearer forged"}, "may not set the header it sets", true},
 		{api + "/", []string{abi.HeaderCredential, "header", "x-auth-token", "forged"}, "may not set the header it sets", true},
 		{api + "/", []string{"Wasmccm-Cache", "1"}, "header Wasmccm-Cache is reserved for the host and unknown to it", true},
+		{api + "/", []string{abi.HeaderReadOnly, "yes"}, `header Wasmccm-Read-Only must be "true"`, true},
 		{api + "/", []string{abi.HeaderSigV4Region, "eu-west-1"}, "need Wasmccm-Credential", true},
 		{api + "/", []string{abi.HeaderCredential, "bearer", abi.HeaderSigV4Service, "ec2"}, "is not a sigv4 credential", true},
 		{api + "/", []string{abi.HeaderCredential, "missing"}, `credential "missing": key "absent" is not in the credentials directory`, false},

@@ -114,7 +114,7 @@ type sent struct {
 
 // send performs req and counts it.
 func (h *Client) send(ctx context.Context, req *abi.HTTPRequest) sent {
-	if !isRead(req.Method) {
+	if !isRead(req) {
 		h.flights.write()
 		defer h.flights.write()
 	}

@@ -23,9 +23,13 @@ import (
 // non-read request, and a flight records the count it began with. An
 // instance that wrote and then reads never joins a read sent before its
 // write finished, so it sees its own writes as it would without the host
-// in between. Requests that are not plain reads are never joined, and a
-// module opts a read out with the request header "Cache-Control: no-cache"
-// (or no-store), which the cloud receives as well.
+// in between. Requests that are not reads are never joined, and a module
+// opts a read out with the request header "Cache-Control: no-cache" (or
+// no-store), which the cloud receives as well. A read is a GET or HEAD
+// without a body, or any request the module marks with
+// abi.HeaderReadOnly, such as a query API's POST of a Describe action,
+// whose body is then part of what must be identical. A module that marks
+// a write so only ever shares its own answers, never another module's.
 type flights struct {
 	writes atomic.Uint64
 
@@ -79,9 +83,23 @@ func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent,
 	return fl.sent, false
 }
 
-// isRead reports the methods that change nothing in the cloud.
-func isRead(method string) bool {
-	return method == "" || method == http.MethodGet || method == http.MethodHead
+// isRead reports the requests that change nothing in the cloud: those of
+// a read method, and those the module marks read-only.
+func isRead(req *abi.HTTPRequest) bool {
+	m := req.Method
+	return m == "" || m == http.MethodGet || m == http.MethodHead || markedReadOnly(req)
+}
+
+// markedReadOnly reports a request marked with abi.HeaderReadOnly, whatever
+// its value: a wrong value fails the request (newRequest), and a request
+// that fails is no write either.
+func markedReadOnly(req *abi.HTTPRequest) bool {
+	for _, h := range req.Headers {
+		if strings.EqualFold(h.Name, abi.HeaderReadOnly) {
+			return true
+		}
+	}
+	return false
 }
 
 // coalesceKey identifies a read by everything the cloud sees of it except
@@ -90,11 +108,13 @@ func isRead(method string) bool {
 // separator could pass for several fields, and a crafted request would
 // join, or be joined by, a different one.
 func coalesceKey(req *abi.HTTPRequest) (key string, ok bool) {
-	if !isRead(req.Method) || len(req.Body) > 0 {
+	marked := markedReadOnly(req)
+	if !isRead(req) || len(req.Body) > 0 && !marked {
 		return "", false
 	}
 	b := appendField(nil, req.Method)
 	b = appendField(b, req.URL)
+	b = appendField(b, string(req.Body))
 	for _, h := range req.Headers {
 		if strings.EqualFold(h.Name, "Cache-Control") && (strings.Contains(h.Value, "no-cache") || strings.Contains(h.Value, "no-store")) {
 			return "", false

@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -152,6 +153,10 @@ func TestCoalesceKeyDistinct(t *testing.T) {
 		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "reader")},
 		{Method: "GET", URL: url, Headers: hs(abi.HeaderCredential, "admin")},
 		{Method: "GET", URL: url + "\x00" + abi.HeaderCredential + "\x00admin"},
+		{Method: "POST", URL: url, Body: []byte("Action=DescribeInstances"), Headers: hs(abi.HeaderReadOnly, abi.ReadOnlyValue)},
+		{Method: "POST", URL: url, Body: []byte("Action=DescribeVpcs"), Headers: hs(abi.HeaderReadOnly, abi.ReadOnlyValue)},
+		{Method: "POST", URL: url, Headers: hs(abi.HeaderReadOnly, abi.ReadOnlyValue)},
+		{Method: "GET", URL: url, Headers: hs(abi.HeaderReadOnly, abi.ReadOnlyValue)},
 	}
 	seen := map[string]int{}
 	for i, req := range requests {
@@ -163,5 +168,93 @@ func TestCoalesceKeyDistinct(t *testing.T) {
 			t.Errorf("requests %d and %d share the key %q", j, i, strings.ReplaceAll(key, "\x00", `\0`))
 		}
 		seen[key] = i
+	}
+	for _, req := range []*abi.HTTPRequest{
+		{Method: "POST", URL: url, Body: []byte("Action=TerminateInstances")},
+		{Method: "GET", URL: url, Body: []byte("a body")},
+		{Method: "POST", URL: url, Body: []byte("Action=DescribeInstances"), Headers: hs(abi.HeaderReadOnly, abi.ReadOnlyValue, "Cache-Control", "no-cache")},
+	} {
+		if key, ok := coalesceKey(req); ok {
+			t.Errorf("%s %q with headers %v is coalescable (key %q): only reads marked or without a body are, and not opted out", req.Method, req.Body, req.Headers, key)
+		}
+	}
+}
+
+// TestCoalescedReadOnlyPosts: POSTs marked abi.HeaderReadOnly (ABI
+// revision 5) are coalesced like GETs when identical, body included, and
+// reach the cloud without the mark; unmarked POSTs never are, and a
+// marked one is no write, so a read in flight before it is still joined.
+func TestCoalescedReadOnlyPosts(t *testing.T) {
+	var mu sync.Mutex
+	arrived := map[string]int{}
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		arrived[r.Method+" "+string(body)]++
+		mu.Unlock()
+		if r.Header.Get(abi.HeaderReadOnly) != "" {
+			t.Errorf("the cloud received %s", abi.HeaderReadOnly)
+		}
+		<-release
+		w.Write(append([]byte("answer to "), body...))
+	}))
+	defer srv.Close()
+	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, MaxRequestBytes: 1 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(body string, marked bool) *abi.HTTPRequest {
+		req := &abi.HTTPRequest{Method: "POST", URL: srv.URL + "/", Body: []byte(body)}
+		if marked {
+			req.Headers = []abi.Header{{Name: abi.HeaderReadOnly, Value: abi.ReadOnlyValue}}
+		}
+		return req
+	}
+	count := func(key string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return arrived[key]
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	answers := make([]string, 6)
+	for i := range 3 {
+		wg.Go(func() { answers[i] = string(answer(ctx, h, post("Action=DescribeInstances", true)).Body) })
+	}
+	waitFor(t, func() bool { return count("POST Action=DescribeInstances") == 1 })
+	wg.Go(func() { answers[3] = string(answer(ctx, h, post("Action=DescribeVpcs", true)).Body) })
+	for i := 4; i < 6; i++ {
+		wg.Go(func() { answers[i] = string(answer(ctx, h, post("Action=DescribeInstances", false)).Body) })
+	}
+	waitFor(t, func() bool {
+		return count("POST Action=DescribeVpcs") == 1 && count("POST Action=DescribeInstances") == 3
+	})
+	// The marked POSTs wrote nothing: an identical marked one still joins
+	// the first flight. The unmarked ones did count as writes, so it is
+	// sent again; one more after it joins that.
+	wg.Go(func() { answer(ctx, h, post("Action=DescribeInstances", true)) })
+	waitFor(t, func() bool { return count("POST Action=DescribeInstances") == 4 })
+	wg.Go(func() { answer(ctx, h, post("Action=DescribeInstances", true)) })
+	time.Sleep(50 * time.Millisecond) // it joins meanwhile
+	close(release)
+	wg.Wait()
+	if n := count("POST Action=DescribeInstances"); n != 4 {
+		t.Errorf("%d DescribeInstances POSTs reached the cloud, want 4: 1 for 3 marked, 2 unmarked, 1 for 2 marked after the unmarked", n)
+	}
+	for i, a := range answers {
+		want := "answer to Action=DescribeInstances"
+		if i == 3 {
+			want = "answer to Action=DescribeVpcs"
+		}
+		if a != want {
+			t.Errorf("request %d answered %q, want %q", i, a, want)
+		}
+	}
+
+	bad := post("Action=DescribeInstances", true)
+	bad.Headers[0].Value = "yes"
+	if resp := answer(ctx, h, bad); !strings.HasPrefix(resp.Error, "denied: ") {
+		t.Errorf("a request with %s: yes was answered %+v; want it denied", abi.HeaderReadOnly, resp)
 	}
 }

@@ -40,6 +40,13 @@ func (h *Client) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.UR
 		if !httpguts.ValidHeaderFieldValue(hd.Value) {
 			return nil, fmt.Errorf("header %s: the value contains a control character", hd.Name)
 		}
+		if strings.EqualFold(hd.Name, abi.HeaderReadOnly) {
+			// Read by the coalescing (coalesceKey), never sent.
+			if hd.Value != abi.ReadOnlyValue {
+				return nil, &deniedError{fmt.Sprintf("header %s must be %q", abi.HeaderReadOnly, abi.ReadOnlyValue)}
+			}
+			continue
+		}
 		hreq.Header.Add(hd.Name, hd.Value)
 	}
 	if h.auth != nil {
