@@ -318,12 +318,17 @@ func (c *Cloud) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2, err
 	return name, instances, nil
 }
 
+// reportNode logs and records a problem with node, at most every
+// notRoutedEvery: the controllers ask about a Node every few seconds.
 func (c *Cloud) reportNode(node *v1.Node, reason events.Reason, message string) {
-	klog.InfoS(message, "node", node.Name, "reason", reason.String())
-	if c.recorder == nil || !c.notRouted.Admit(node.Name+"/"+reason.String(), time.Now()) {
+	if !c.notRouted.Admit(node.Name+"/"+reason.String(), time.Now()) {
+		klog.V(4).InfoS(message, "node", node.Name, "reason", reason.String())
 		return
 	}
-	events.Record(c.recorder, &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}, reason, message)
+	klog.InfoS(message, "node", node.Name, "reason", reason.String())
+	if c.recorder != nil {
+		events.Record(c.recorder, &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}, reason, message)
+	}
 }
 
 type instancesV2 struct{ *Cloud }

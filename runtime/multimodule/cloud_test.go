@@ -14,10 +14,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
+	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 // hybrid is a Cloud of two real modules: simcloud against an in-process
@@ -28,9 +30,20 @@ type hybrid struct {
 	c     *Cloud
 	cloud *simcloud.Cloud
 	nodes map[string]*v1.Node
+	// instances is c's, or the lone simcloud module's (newSingle).
+	instances cloudprovider.InstancesV2
+	close     func()
 }
 
-func newHybrid(t *testing.T, simPrefix string) *hybrid {
+func newHybrid(t testing.TB, simPrefix string) *hybrid { return newCloud(t, simPrefix, false) }
+
+// newSingle is the same simcloud module with its one-module cloud-config:
+// what a CCM of one module runs, the benchmarks' baseline.
+func newSingle(t testing.TB) *hybrid { return newCloud(t, "simcloud://", true) }
+
+// hybridConfig starts the simulated cloud and writes the modules' files,
+// returning the cloud-config of both modules.
+func hybridConfig(t testing.TB, simPrefix string) (*Config, *simcloud.Cloud) {
 	t.Helper()
 	cloud, grants := lifecycletest.Simcloud(t)
 	simWasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
@@ -53,14 +66,32 @@ modules:
   nodes: {providerIDPrefix: "test://", namePattern: "test-*"}
   loadBalancers: {classes: [example.com/test]}
 `, dir, lifecycletest.CompilationCache(), simPrefix, grants.Origin, grants.Credentials.Dir, grants.ProviderConfig)
-	cfg := mustParse(t, text)
-	c, err := Start(context.Background(), cfg, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close(context.Background()) })
+	return mustParse(t, text), cloud
+}
 
-	h := &hybrid{c: c, cloud: cloud, nodes: map[string]*v1.Node{}}
+func newCloud(t testing.TB, simPrefix string, single bool) *hybrid {
+	t.Helper()
+	cfg, cloud := hybridConfig(t, simPrefix)
+	h := &hybrid{cloud: cloud, nodes: map[string]*v1.Node{}}
+	var informerUser cloudprovider.InformerUser
+	if single {
+		c, err := provider.New(context.Background(), &cfg.Modules[0].Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.instances, _ = c.InstancesV2()
+		h.close = func() { c.Close(context.Background()) }
+		informerUser = c
+	} else {
+		c, err := Start(context.Background(), cfg, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.c, h.instances, informerUser = c, instancesV2{c}, c
+		h.close = func() { c.Close(context.Background()) }
+	}
+	t.Cleanup(h.close)
+
 	client := fake.NewClientset()
 	add := func(n *v1.Node) {
 		if _, err := client.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
@@ -80,7 +111,7 @@ modules:
 	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stray", UID: "uid-stray"}})
 	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", UID: "uid-elsewhere"}, Spec: v1.NodeSpec{ProviderID: "other://x"}})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	c.SetInformers(factory)
+	informerUser.SetInformers(factory)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); factory.Shutdown() })
 	factory.Start(stop)

@@ -118,12 +118,21 @@ func (r *Routing) OwnsProviderID(module, providerID string) bool {
 func (r *Routing) ServiceModule(svc *v1.Service) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	done := len(svc.Finalizers) == 0 && (svc.DeletionTimestamp != nil || svc.Spec.Type != v1.ServiceTypeLoadBalancer)
 	if class := svc.Spec.LoadBalancerClass; class != nil {
-		r.classOf[svc.UID] = *class
-		return r.classes[*class]
+		module := r.classes[*class]
+		// Only a class served here is remembered, and only until the
+		// Service is done with its load balancer: the memory stays as
+		// small as the Services this process serves by class.
+		if module != "" && !done {
+			r.classOf[svc.UID] = *class
+		} else {
+			delete(r.classOf, svc.UID)
+		}
+		return module
 	}
 	if class, ok := r.classOf[svc.UID]; ok {
-		if svc.Spec.Type != v1.ServiceTypeLoadBalancer && len(svc.Finalizers) == 0 {
+		if done {
 			delete(r.classOf, svc.UID) // its load balancer is gone
 		}
 		return r.classes[class]

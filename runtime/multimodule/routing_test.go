@@ -1,6 +1,7 @@
 package multimodule
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -32,7 +33,7 @@ modules:
   loadBalancers: {classes: [example.com/appliance]}
 `
 
-func mustParse(t *testing.T, text string) *Config {
+func mustParse(t testing.TB, text string) *Config {
 	t.Helper()
 	cfg, err := ParseConfig(strings.NewReader(text))
 	if err != nil {
@@ -107,6 +108,12 @@ func service(uid, class string, typ v1.ServiceType, finalizers ...string) *v1.Se
 	return svc
 }
 
+func deleting(svc *v1.Service) *v1.Service {
+	now := metav1.Now()
+	svc.DeletionTimestamp = &now
+	return svc
+}
+
 const lbFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 func TestServiceModule(t *testing.T) {
@@ -126,10 +133,18 @@ func TestServiceModule(t *testing.T) {
 		{"class cleared by a type change", service("2", "", v1.ServiceTypeClusterIP, lbFinalizer), "test"},
 		{"its load balancer deleted", service("2", "", v1.ServiceTypeClusterIP), "test"},
 		{"then forgotten", service("2", "", v1.ServiceTypeClusterIP), "sim"},
+		{"a class Service being deleted", deleting(service("6", "example.com/test", lb, lbFinalizer)), "test"},
+		{"deleted once its finalizer is gone", deleting(service("6", "example.com/test", lb)), "test"},
 	} {
 		if got := r.ServiceModule(tc.svc); got != tc.want {
 			t.Errorf("%s: module %q, want %q", tc.name, got, tc.want)
 		}
+	}
+
+	// Remembered: the Service whose load balancer is live. Not: those done
+	// with theirs, and the one of a class nobody here serves.
+	if want := map[types.UID]string{"3": "example.com/appliance"}; !maps.Equal(r.classOf, want) {
+		t.Fatalf("classes remembered %v, want %v", r.classOf, want)
 	}
 
 	t.Run("no default", func(t *testing.T) {
