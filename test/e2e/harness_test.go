@@ -312,6 +312,14 @@ var uninitializedTaint = v1.Taint{Key: "node.cloudprovider.kubernetes.io/uniniti
 // without provider ID, Ready, with a pod CIDR.
 func (e *env) addInstanceAndNode(name, zone, podCIDR string) simcloud.Instance {
 	e.t.Helper()
+	inst := e.addInstance(name, zone)
+	e.registerNode(name, podCIDR)
+	return inst
+}
+
+// addInstance creates a running cloud instance with addresses and labels.
+func (e *env) addInstance(name, zone string) simcloud.Instance {
+	e.t.Helper()
 	n := len(e.cloud.Instances()) + 1
 	inst, err := e.cloud.AddInstance(simcloud.Instance{
 		Name: name, Zone: zone, Region: "sim-1", Type: "sim.medium", State: "running",
@@ -325,17 +333,20 @@ func (e *env) addInstanceAndNode(name, zone, podCIDR string) simcloud.Instance {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.registerNode(name, podCIDR)
 	return inst
 }
 
 // registerNode creates the Node a kubelet with --cloud-provider=external
 // registers: tainted uninitialized, without provider ID, with a pod CIDR;
 // then marks it Ready.
-func (e *env) registerNode(name, podCIDR string) {
+func (e *env) registerNode(name, podCIDR string) { e.registerLabelledNode(name, podCIDR, nil) }
+
+// registerLabelledNode is registerNode with the labels the kubelet was
+// started with (--node-labels).
+func (e *env) registerLabelledNode(name, podCIDR string, labels map[string]string) {
 	e.t.Helper()
 	node := &v1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Spec:       v1.NodeSpec{Taints: []v1.Taint{uninitializedTaint}, PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}},
 	}
 	if _, err := e.client.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
