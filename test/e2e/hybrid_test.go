@@ -115,7 +115,7 @@ modules:
     path: %[2]s
     compilationCacheDir: %[3]s
     reloadInterval: 1s
-    rollout: {shadow: {duration: 3s, calls: 10}}
+    rollout: {shadow: {duration: 3s, calls: 10}, rollback: {window: 2s}}
   limits: {poolSize: 2, callTimeout: 10s, memoryLimitMiB: 64}
   http: {allowedOrigins: [%[4]q], timeout: 5s}
   credentials: {dir: %[5]s, auth: [{name: token, origins: [%[4]q], bearer: {key: token}}]}
@@ -123,7 +123,7 @@ modules:
 - name: hcloud
   nodes: {providerIDPrefix: "hcloud://", namePattern: "hc-*"}
   loadBalancers: {classes: [%[6]s]}
-  module: {path: %[7]s, compilationCacheDir: %[3]s, reloadInterval: 1s}
+  module: {path: %[7]s, compilationCacheDir: %[3]s, reloadInterval: 1s, rollout: {rollback: {window: 2s}}}
   limits: {poolSize: 2, callTimeout: 10s, memoryLimitMiB: 64}
   http: {allowedOrigins: [%[8]q], timeout: 5s}
   credentials: {dir: %[9]s, auth: [{name: token, origins: [%[8]q], bearer: {key: token}}]}
@@ -409,6 +409,17 @@ func (h *hybridEnv) testBadUpdate(t *testing.T) {
 	m := h.ccm.metrics(t, h.dir)
 	if n := metricValue(m, "wasmccm_module_reloads_total", `module="sim"`, `result="loaded"`); n != 0 {
 		t.Fatalf("the all-gone module was put in service (%v loads)", n)
+	}
+	// Each module that served its rollback window has a last-known-good
+	// record of its own; sim's is not the rejected module.
+	for _, module := range []string{"sim", "hcloud"} {
+		cm, err := h.client.CoreV1().ConfigMaps(podNamespace).Get(context.Background(), "wasmccm-last-known-good-"+module, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("last-known-good record of module %s: %v", module, err)
+		}
+		if got := cm.Data["sha256"]; got == "" || got == digest {
+			t.Fatalf("last-known-good record of module %s: sha256 %q (the rejected module is %s)", module, got, digest)
+		}
 	}
 	t.Logf("bad update of module sim: rejected in shadow, 0 of %d Nodes and 0 load balancers of either module deleted, both modules initialized a new Node; event: %s",
 		len(all), ev.Message)
