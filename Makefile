@@ -20,10 +20,10 @@ STDLIB_MODULES := abi modules/sdk
 IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint chart demo bench scale requests clean
+.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint chart demo demo-hybrid bench scale requests clean
 
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, instant cached).
 	hack/install-e2e-deps.sh
@@ -97,6 +97,9 @@ chart: ## helm lint and helm template of the chart (the deploy tests check what 
 # Helm, which only the chart target uses.
 demo: ## Run the local demo: apiserver + simulated cloud + CCM with the module.
 	hack/demo.sh
+
+demo-hybrid: ## The demo of a hybrid cluster: simulated cloud and fake Hetzner Cloud, one CCM with both modules.
+	hack/demo.sh -provider hybrid
 
 bench: deps ## Benchmarks: wasm (Go, TinyGo) against the same provider run natively.
 	hack/bench.sh

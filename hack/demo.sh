@@ -10,6 +10,7 @@
 #   hack/demo.sh -provider hcloud   the Hetzner Cloud module against a fake Hetzner API
 #   hack/demo.sh -provider aws      the Amazon EC2 module against a fake EC2 and ELB API
 #   hack/demo.sh -provider digitalocean   the DigitalOcean module against a fake DigitalOcean API
+#   hack/demo.sh -provider hybrid   the simcloud and Hetzner Cloud modules in one CCM, each serving its own cloud (make demo-hybrid)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source hack/lib.sh

@@ -2,12 +2,13 @@
 // kube-apiserver on loopback, the simulated cloud (or, with -provider
 // hcloud, the fake Hetzner Cloud API; with -provider aws, the fake EC2 and
 // ELB APIs; with -provider digitalocean, the fake DigitalOcean API), and
-// the wasm-cloud-controller-manager running the matching provider module.
-// It
-// registers three Nodes the way kubelets with --cloud-provider=external do
-// (tainted, uninitialized), creates a LoadBalancer Service, waits for the
-// CCM to initialize the Nodes and provision the load balancer, prints the
-// result and stops everything (or, with -keep, waits for Ctrl-C).
+// the wasm-cloud-controller-manager running the matching provider module;
+// with -provider hybrid, the simulated cloud and the fake Hetzner Cloud API
+// side by side, served by one CCM running both modules. It registers Nodes
+// the way kubelets with --cloud-provider=external do (tainted,
+// uninitialized), creates LoadBalancer Services, waits for the CCM to
+// initialize the Nodes and provision the load balancers, prints the result
+// and stops everything (or, with -keep, waits for Ctrl-C).
 //
 // hack/demo.sh installs what it needs and runs it; see README.md.
 package main
@@ -56,10 +57,11 @@ func main() {
 	toolchain := flag.String("toolchain", "tinygo", "compiler for the provider module: tinygo or go")
 	keep := flag.Bool("keep", false, "keep everything running until interrupted")
 	provider := flag.String("provider", "simcloud", "provider module and cloud: simcloud, hcloud (the Hetzner Cloud module against a fake Hetzner API), "+
-		"aws (the Amazon EC2 module against a fake EC2 and ELB API) or digitalocean (the DigitalOcean module against a fake DigitalOcean API)")
+		"aws (the Amazon EC2 module against a fake EC2 and ELB API), digitalocean (the DigitalOcean module against a fake DigitalOcean API) "+
+		"or hybrid (the simcloud and Hetzner Cloud modules in one CCM, each serving its own cloud's Nodes and load balancers)")
 	flag.Parse()
-	if !slices.Contains([]string{"simcloud", "hcloud", "aws", "digitalocean"}, *provider) {
-		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud, hcloud, aws or digitalocean\n", *provider)
+	if !slices.Contains([]string{"simcloud", "hcloud", "aws", "digitalocean", "hybrid"}, *provider) {
+		fmt.Fprintf(os.Stderr, "demo: -provider %q is not simcloud, hcloud, aws, digitalocean or hybrid\n", *provider)
 		os.Exit(2)
 	}
 	if err := run(*bin, *provider, wasmbuild.Toolchain(*toolchain), *keep); err != nil {
@@ -70,9 +72,12 @@ func main() {
 
 func step(format string, args ...any) { fmt.Printf("==> "+format+"\n", args...) }
 
-// demoCloud is the cloud the demo runs against and how to use it.
+// demoCloud is the cloud the demo runs against and how to use it: one
+// cloud and its module, or (hybrid) several, each with its own module.
 type demoCloud struct {
-	url string
+	// name is the module's name in a cloud-config of several modules.
+	name string
+	url  string
 	// module is the main package of the provider module, from the
 	// repository's root.
 	module string
@@ -87,7 +92,25 @@ type demoCloud struct {
 	secrets map[string]string
 	// describe prints what the cloud holds.
 	describe func() error
+	// routing is the module's Node and load balancer rules (YAML) in a
+	// cloud-config of several modules, and nodeLabels the labels its
+	// Nodes register with, which the rules may select.
+	routing    string
+	nodeLabels map[string]string
+
+	// parts are the clouds of a hybrid cluster, each served by its own
+	// module of one CCM; the fields above are then unused but nodes.
+	parts []demoCloud
+	// services are the LoadBalancer Services the demo creates.
+	services []demoService
 }
+
+// demoService is a LoadBalancer Service of the demo, of a
+// spec.loadBalancerClass or none.
+type demoService struct{ name, class string }
+
+// defaultServices is the demo's one Service, without class.
+var defaultServices = []demoService{{name: "web"}}
 
 func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -124,6 +147,8 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 		cloud, err = startAWS(ctx, len(names))
 	case "digitalocean":
 		cloud, err = startDigitalOcean(ctx, names)
+	case "hybrid":
+		cloud, err = startHybrid(ctx, bin, dir)
 	default:
 		cloud, err = startSimcloud(ctx, bin, dir, names)
 	}
@@ -131,16 +156,17 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 		return err
 	}
 	names = cloud.nodes
+	if cloud.services == nil {
+		cloud.services = defaultServices
+	}
 
-	step("building the %s provider module with %s", provider, tc)
-	modulePath, err := mountModule(dir, cloud.module, tc)
+	configPath, err := writeCloudConfig(dir, cloud, tc)
 	if err != nil {
 		return err
 	}
-
-	step("starting wasm-cloud-controller-manager with %s", modulePath)
+	step("starting wasm-cloud-controller-manager with %s", configPath)
 	logPath := filepath.Join(dir, "ccm.log")
-	ccm, err := startCCM(ctx, bin, dir, kubeconfig, modulePath, cloud, logPath)
+	ccm, err := startCCM(ctx, bin, kubeconfig, configPath, cloud.parts == nil, logPath)
 	if err != nil {
 		return err
 	}
@@ -149,7 +175,7 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 	step("registering %d Nodes tainted node.cloudprovider.kubernetes.io/uninitialized", len(names))
 	for i, name := range names {
 		node := &v1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: cloud.labelsOf(name)},
 			Spec: v1.NodeSpec{
 				Taints:   []v1.Taint{{Key: uninitialized, Value: "true", Effect: v1.TaintEffectNoSchedule}},
 				PodCIDRs: []string{fmt.Sprintf("10.244.%d.0/24", i+1)},
@@ -160,21 +186,28 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 			return err
 		}
 	}
-	step("creating Service default/web of type LoadBalancer")
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": "web"},
-			Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
-		},
-	}
-	if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-		return err
+	for _, s := range cloud.services {
+		svc := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: "default"},
+			Spec: v1.ServiceSpec{
+				Type:     v1.ServiceTypeLoadBalancer,
+				Selector: map[string]string{"app": s.name},
+				Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			},
+		}
+		if s.class != "" {
+			svc.Spec.LoadBalancerClass = &s.class
+			step("creating Service default/%s of type LoadBalancer, class %s", s.name, s.class)
+		} else {
+			step("creating Service default/%s of type LoadBalancer", s.name)
+		}
+		if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			return err
+		}
 	}
 
 	step("waiting for the CCM")
-	if err := waitFor(ctx, 90*time.Second, func() (bool, error) { return converged(ctx, client, names) }); err != nil {
+	if err := waitFor(ctx, 90*time.Second, func() (bool, error) { return converged(ctx, client, names, cloud.services) }); err != nil {
 		tail, _ := os.ReadFile(logPath)
 		return fmt.Errorf("%w\nCCM log:\n%s", err, lastLines(string(tail), 30))
 	}
@@ -269,6 +302,48 @@ func startHcloud(ctx context.Context, names []string) (demoCloud, error) {
 			}
 			return nil
 		}}, nil
+}
+
+// startHybrid starts the simulated cloud and the fake Hetzner Cloud API,
+// each for the Nodes of its own module in one CCM: module sim serves the
+// Nodes labelled wasmccm.io/cloud=sim and the Services without a class,
+// module hcloud the Nodes named hc-* and the Services of class
+// example.com/hcloud (the routing of examples/hybrid/cloud-config.yaml).
+func startHybrid(ctx context.Context, bin, dir string) (demoCloud, error) {
+	sim, err := startSimcloud(ctx, bin, dir, []string{"sim-a", "sim-b"})
+	if err != nil {
+		return demoCloud{}, err
+	}
+	sim.name, sim.nodeLabels = "sim", map[string]string{"wasmccm.io/cloud": "sim"}
+	sim.routing = `nodes:
+  providerIDPrefix: "simcloud://"
+  selector: {matchLabels: {wasmccm.io/cloud: sim}}
+loadBalancers: {default: true}
+`
+	hc, err := startHcloud(ctx, []string{"hc-a", "hc-b"})
+	if err != nil {
+		return demoCloud{}, err
+	}
+	hc.name = "hcloud"
+	hc.routing = `nodes: {providerIDPrefix: "hcloud://", namePattern: "hc-*"}
+loadBalancers: {classes: [example.com/hcloud]}
+`
+	return demoCloud{
+		url: fmt.Sprintf("%s (simulated cloud), %s (fake Hetzner Cloud)", sim.url, hc.url), nodes: append(slices.Clone(sim.nodes), hc.nodes...),
+		parts: []demoCloud{sim, hc}, services: []demoService{{name: "web"}, {name: "web-hetzner", class: "example.com/hcloud"}},
+		describe: func() error { return errors.Join(sim.describe(), hc.describe()) },
+	}, nil
+}
+
+// labelsOf returns the labels Node name registers with: those of the
+// part of a hybrid cluster it belongs to.
+func (c demoCloud) labelsOf(name string) map[string]string {
+	for _, part := range c.parts {
+		if slices.Contains(part.nodes, name) {
+			return part.nodeLabels
+		}
+	}
+	return c.nodeLabels
 }
 
 // serve serves a fake cloud API from this process on a free loopback port
@@ -391,23 +466,62 @@ func bearerAuth(origin string) string {
 	return fmt.Sprintf("{name: token, origins: [%q], bearer: {key: token}}", origin)
 }
 
-func startCCM(ctx context.Context, bin, dir, kubeconfig, modulePath string, cloud demoCloud, logPath string) (*exec.Cmd, error) {
-	credDir := filepath.Join(dir, "credentials")
-	os.MkdirAll(credDir, 0o755)
-	for name, secret := range cloud.secrets {
-		os.WriteFile(filepath.Join(credDir, name), []byte(secret), 0o600)
+// writeCloudConfig builds the cloud's module (each part's, for a hybrid
+// cluster), writes its credentials and the cloud-config in dir, and
+// returns the cloud-config's path.
+func writeCloudConfig(dir string, cloud demoCloud, tc wasmbuild.Toolchain) (string, error) {
+	config := "clusterName: demo\n"
+	if cloud.parts == nil {
+		body, err := moduleConfig(dir, cloud, tc)
+		if err != nil {
+			return "", err
+		}
+		config += body
+	} else {
+		config += "modules:\n"
+		for _, part := range cloud.parts {
+			body, err := moduleConfig(filepath.Join(dir, part.name), part, tc)
+			if err != nil {
+				return "", err
+			}
+			entry := "name: " + part.name + "\n" + part.routing + body
+			config += "- " + strings.ReplaceAll(strings.TrimSuffix(entry, "\n"), "\n", "\n  ") + "\n"
+		}
 	}
-	config := fmt.Sprintf(`clusterName: demo
-module: {path: %s, reloadInterval: 10s}
+	path := filepath.Join(dir, "cloud-config.yaml")
+	return path, os.WriteFile(path, []byte(config), 0o644)
+}
+
+// moduleConfig builds cloud's module and writes its credentials in dir,
+// and returns the one-module cloud-config that runs it, without cluster
+// name.
+func moduleConfig(dir string, cloud demoCloud, tc wasmbuild.Toolchain) (string, error) {
+	step("building the %s provider module with %s", filepath.Base(filepath.Dir(cloud.module)), tc) // modules/NAME/module
+	modulePath, err := mountModule(dir, cloud.module, tc)
+	if err != nil {
+		return "", err
+	}
+	credDir := filepath.Join(dir, "credentials")
+	if err := os.MkdirAll(credDir, 0o755); err != nil {
+		return "", err
+	}
+	for name, secret := range cloud.secrets {
+		if err := os.WriteFile(filepath.Join(credDir, name), []byte(secret), 0o600); err != nil {
+			return "", err
+		}
+	}
+	return fmt.Sprintf(`module: {path: %s, reloadInterval: 10s}
 limits: {poolSize: 4, callTimeout: 10s}
 http: {allowedOrigins: [%q]}
 credentials: {dir: %s, auth: [%s]}
 providerConfig: %s
-`, modulePath, cloud.url, credDir, cloud.auth, cloud.providerConfig)
-	configPath := filepath.Join(dir, "cloud-config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		return nil, err
-	}
+`, modulePath, cloud.url, credDir, cloud.auth, cloud.providerConfig), nil
+}
+
+// startCCM starts the CCM with the cloud-config at configPath; routes are
+// configured when the cloud-config is of one module (a hybrid cluster's
+// clouds cannot route each other's pod CIDRs).
+func startCCM(ctx context.Context, bin, kubeconfig, configPath string, routes bool, logPath string) (*exec.Cmd, error) {
 	port, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -421,7 +535,7 @@ providerConfig: %s
 		"--cloud-provider=wasm", "--cloud-config="+configPath,
 		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
 		"--cluster-name=demo", "--leader-elect=false", "--use-service-account-credentials=false",
-		"--allocate-node-cidrs=true", "--configure-cloud-routes=true", "--cluster-cidr=10.244.0.0/16",
+		"--allocate-node-cidrs=true", fmt.Sprintf("--configure-cloud-routes=%t", routes), "--cluster-cidr=10.244.0.0/16",
 		"--bind-address=127.0.0.1", "--secure-port="+portStr, "--v=2")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
@@ -447,7 +561,7 @@ providerConfig: %s
 	return cmd, nil
 }
 
-func converged(ctx context.Context, client kubernetes.Interface, names []string) (bool, error) {
+func converged(ctx context.Context, client kubernetes.Interface, names []string, services []demoService) (bool, error) {
 	for _, name := range names {
 		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -457,11 +571,13 @@ func converged(ctx context.Context, client kubernetes.Interface, names []string)
 			return false, nil
 		}
 	}
-	svc, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		return false, err
+	for _, s := range services {
+		svc, err := client.CoreV1().Services("default").Get(ctx, s.name, metav1.GetOptions{})
+		if err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return false, err
+		}
 	}
-	return len(svc.Status.LoadBalancer.Ingress) > 0, nil
+	return true, nil
 }
 
 func isUninitialized(t v1.Taint) bool { return t.Key == uninitialized }
@@ -488,18 +604,31 @@ func printState(ctx context.Context, client kubernetes.Interface, cloud demoClou
 	}
 	w.Flush()
 	fmt.Println()
-	svc, err := client.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
-	if err != nil {
-		return err
+	// The class column is the hybrid cluster's: it says which module serves
+	// each Service.
+	hybrid := cloud.parts != nil
+	header := "SERVICE\tTYPE\tCLUSTER-IP\tEXTERNAL-IP\tPORTS\tFINALIZERS"
+	if hybrid {
+		header = "SERVICE\tTYPE\tCLASS\tCLUSTER-IP\tEXTERNAL-IP\tPORTS\tFINALIZERS"
 	}
-	fmt.Fprintln(w, "SERVICE\tTYPE\tCLUSTER-IP\tEXTERNAL-IP\tPORTS\tFINALIZERS")
-	var ports []string
-	for _, p := range svc.Spec.Ports {
-		ports = append(ports, fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol))
+	fmt.Fprintln(w, header)
+	for _, s := range cloud.services {
+		svc, err := client.CoreV1().Services("default").Get(ctx, s.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var ports []string
+		for _, p := range svc.Spec.Ports {
+			ports = append(ports, fmt.Sprintf("%d:%d/%s", p.Port, p.NodePort, p.Protocol))
+		}
+		typ := string(svc.Spec.Type)
+		if hybrid {
+			typ += "\t" + orNone(s.class)
+		}
+		ingress := svc.Status.LoadBalancer.Ingress[0]
+		fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", svc.Namespace, svc.Name, typ, svc.Spec.ClusterIP,
+			ingress.IP+ingress.Hostname, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
 	}
-	ingress := svc.Status.LoadBalancer.Ingress[0]
-	fmt.Fprintf(w, "%s/%s\t%s\t%s\t%s\t%s\t%s\n", svc.Namespace, svc.Name, svc.Spec.Type, svc.Spec.ClusterIP,
-		ingress.IP+ingress.Hostname, strings.Join(ports, ","), strings.Join(svc.Finalizers, ","))
 	w.Flush()
 	return cloud.describe()
 }
