@@ -55,6 +55,9 @@ type Cloud struct {
 	byName  map[string]*provider.Cloud
 	routes  string
 
+	// stalls pauses a module whose Node calls stall (stall.go).
+	stalls map[string]*stallGuard
+
 	recorder record.EventRecorder
 	// notRouted keeps a Node without a module from flooding its Events.
 	notRouted *reportgate.Gate
@@ -101,7 +104,8 @@ func readConfig(path string) (*Config, error) {
 // set, returns the cloud-config as it is now, for modules that follow a
 // changed module.image.
 func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*Config, error)) (*Cloud, error) {
-	c := &Cloud{routing: NewRouting(cfg), byName: map[string]*provider.Cloud{}, routes: cfg.Routes, notRouted: reportgate.New(notRoutedEvery)}
+	c := &Cloud{routing: NewRouting(cfg), byName: map[string]*provider.Cloud{}, routes: cfg.Routes,
+		stalls: map[string]*stallGuard{}, notRouted: reportgate.New(notRoutedEvery)}
 	worst := make([]int, len(cfg.Modules))
 	total := 0
 	for i, m := range cfg.Modules {
@@ -137,6 +141,7 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 		}
 		c.modules = append(c.modules, Served{Name: m.Name, Cloud: cloud, ServesLoadBalancers: m.LoadBalancers.serves()})
 		c.byName[m.Name] = cloud
+		c.stalls[m.Name] = &stallGuard{module: m.Name, now: time.Now}
 		klog.InfoS("module started", "module", m.Name, "providerIDPrefix", m.Nodes.ProviderIDPrefix,
 			"loadBalancerClasses", m.LoadBalancers.Classes, "defaultLoadBalancer", m.LoadBalancers.Default)
 	}
@@ -307,19 +312,46 @@ func (o ownTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, 
 // that no controller deletes, taints or initializes it.
 var errNotRouted = errors.New("no module serves this Node")
 
-// moduleFor returns the InstancesV2 of node's module.
+// moduleFor returns the InstancesV2 of node's module, guarded against its
+// stalls.
 func (c *Cloud) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2, error) {
 	name, why := c.routing.NodeModule(node)
 	if name == "" {
 		c.reportNode(node, events.NodeNotRouted, "No module serves this Node: "+why)
 		return "", nil, fmt.Errorf("node %s: %w: %s", node.Name, errNotRouted, why)
 	}
+	guard := c.stalls[name]
+	if err := guard.admit(); err != nil {
+		return "", nil, err
+	}
 	instances, _ := c.byName[name].InstancesV2() // checked at start
-	return name, instances, nil
+	return name, guardedInstances{instances, guard}, nil
 }
 
-// reportNode logs and records a problem with node, at most every
-// notRoutedEvery: the controllers ask about a Node every few seconds.
+// guardedInstances counts each call's outcome in its module's stallGuard.
+type guardedInstances struct {
+	cloudprovider.InstancesV2
+	guard *stallGuard
+}
+
+func (g guardedInstances) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
+	exists, err := g.InstancesV2.InstanceExists(ctx, node)
+	g.guard.record(err)
+	return exists, err
+}
+
+func (g guardedInstances) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	shutdown, err := g.InstancesV2.InstanceShutdown(ctx, node)
+	g.guard.record(err)
+	return shutdown, err
+}
+
+func (g guardedInstances) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	meta, err := g.InstancesV2.InstanceMetadata(ctx, node)
+	g.guard.record(err)
+	return meta, err
+}
+
 func (c *Cloud) reportNode(node *v1.Node, reason events.Reason, message string) {
 	if !c.notRouted.Admit(node.Name+"/"+reason.String(), time.Now()) {
 		klog.V(4).InfoS(message, "node", node.Name, "reason", reason.String())
