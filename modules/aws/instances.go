@@ -99,7 +99,7 @@ func (p *Provider) findInstance(ctx context.Context, node *abi.Node) (*instance,
 		if err != nil {
 			return nil, err
 		}
-		list, err := p.describeInstances(ctx, "describing instance "+id, url.Values{"InstanceId.1": {id}})
+		list, err := p.describeByID(ctx, id)
 		if absent(err) {
 			return nil, nil
 		}
