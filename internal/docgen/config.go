@@ -80,10 +80,17 @@ func walkConfig(s *sources, sections *[]*configSection, path string, t reflect.T
 	}
 	fieldDocs := map[string]string{}
 	if st, ok := spec.Type.(*ast.StructType); ok {
+		previous := ""
 		for _, f := range st.Fields.List {
+			doc := oneLine(f.Doc.Text())
 			for _, name := range f.Names {
-				fieldDocs[name.Name] = oneLine(f.Doc.Text())
+				// "A and B are ..." above A documents B too.
+				if doc == "" && strings.Contains(previous, name.Name) {
+					doc = previous
+				}
+				fieldDocs[name.Name] = doc
 			}
+			previous = doc
 		}
 	}
 	sec := &configSection{path: path, doc: typeDoc}

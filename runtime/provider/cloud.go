@@ -164,7 +164,7 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 	}
 	c.modules, err = lifecycle.Start(ctx, lifecycle.Options{
 		Name: c.name, Path: cfg.Module.Path, Source: source, Trust: cfg.Module.trust(),
-		Rollout: lifecycle.RolloutConfig(cfg.Module.Rollout), ReloadInterval: cfg.Module.ReloadInterval.Duration, Record: store,
+		Rollout: cfg.Module.Rollout, ReloadInterval: cfg.Module.ReloadInterval.Duration, Record: store,
 		Load: c.instantiate, Emit: c.events.emit, ListNodes: c.listNodes, ExistenceQuestion: c.existenceQuestion,
 	}, configuredErr)
 	if err != nil {

@@ -20,12 +20,19 @@ import (
 // rejected so that a typo never silently drops a limit or a grant.
 type Config struct {
 	// ClusterName is passed to the module's init. Default "kubernetes".
-	ClusterName string            `json:"clusterName,omitempty"`
-	Module      ModuleConfig      `json:"module"`
-	Limits      LimitsConfig      `json:"limits,omitempty"`
-	HTTP        HTTPConfig        `json:"http,omitempty"`
+	ClusterName string `json:"clusterName,omitempty"`
+	// Module is the module file or image, how it is trusted, reloaded and
+	// rolled out.
+	Module ModuleConfig `json:"module"`
+	// Limits bounds the module's instances: their number, memory and time.
+	Limits LimitsConfig `json:"limits,omitempty"`
+	// HTTP is what the module may reach, and how fast.
+	HTTP HTTPConfig `json:"http,omitempty"`
+	// Credentials are the secrets the host attaches to the module's
+	// requests.
 	Credentials CredentialsConfig `json:"credentials,omitempty"`
-	Safety      SafetyConfig      `json:"safety,omitempty"`
+	// Safety bounds what the module's answers can make the controllers do.
+	Safety SafetyConfig `json:"safety,omitempty"`
 	// OrphanSweep deletes load balancers whose Service is gone
 	// (runtime/sweep).
 	OrphanSweep sweep.Config `json:"orphanSweep,omitempty"`
@@ -164,7 +171,7 @@ func (c *Config) Validate() error {
 	if c.Limits.CallTimeout.Duration < 0 || c.HTTP.Timeout.Duration < 0 || c.Module.ReloadInterval.Duration < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
-	errs = append(errs, c.Safety.validate(), c.Module.Rollout.validate(), c.OrphanSweep.Validate())
+	errs = append(errs, c.Safety.validate(), c.Module.Rollout.Validate(), c.OrphanSweep.Validate())
 	if c.Limits.MemoryLimitMiB > 4096 {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's 4096", c.Limits.MemoryLimitMiB))
 	}

@@ -8,6 +8,8 @@ import (
 // SafetyConfig bounds what the module's answers can make the upstream
 // controllers do.
 type SafetyConfig struct {
+	// MaxNodeDeletions is the deletion budget: how many Nodes the
+	// module's "gone" answers may delete in a window.
 	MaxNodeDeletions DeletionBudgetConfig `json:"maxNodeDeletions,omitempty"`
 }
 
@@ -23,9 +25,7 @@ func (c SafetyConfig) validate() error { return c.MaxNodeDeletions.Validate() }
 // RolloutConfig is module.rollout (runtime/lifecycle), ShadowConfig and
 // RollbackConfig its parts.
 type (
-	RolloutConfig  lifecycle.RolloutConfig
+	RolloutConfig  = lifecycle.RolloutConfig
 	ShadowConfig   = lifecycle.ShadowConfig
 	RollbackConfig = lifecycle.RollbackConfig
 )
-
-func (c RolloutConfig) validate() error { return lifecycle.RolloutConfig(c).Validate() }

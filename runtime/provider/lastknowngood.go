@@ -23,9 +23,11 @@ type LastKnownGoodConfig struct {
 	// module unshadowed, as a first install does.
 	Disabled bool `json:"disabled,omitempty"`
 	// Namespace defaults to the POD_NAMESPACE environment variable, else
-	// kube-system; Name to wasmccm-last-known-good.
+	// kube-system.
 	Namespace string `json:"namespace,omitempty"`
-	Name      string `json:"name,omitempty"`
+	// Name is the record's ConfigMap, and the prefix of its chunks';
+	// with several modules it defaults to wasmccm-last-known-good-NAME.
+	Name string `json:"name,omitempty"`
 }
 
 // ChunkNames lists every ConfigMap the record may use, for RBAC.
