@@ -104,8 +104,8 @@ demo-hybrid: ## The demo of a hybrid cluster: simulated cloud and fake Hetzner C
 bench: deps ## Benchmarks: wasm (Go, TinyGo) against the same provider run natively.
 	hack/bench.sh
 
-scale: deps ## Scale test: N tainted Nodes and 200 LoadBalancer Services (N=1000 by default).
-	hack/scale.sh
+scale: deps ## Scale test: N tainted Nodes and 200 LoadBalancer Services (N=1000 by default, e.g. N=5000), results in docs/benchmarks/results.
+	$(if $(N),WASMCCM_SCALE_NODES=$(N) )hack/scale.sh
 
 requests: deps ## Cloud API requests per hour of the hcloud module in steady state (N=60,1000,5000 Nodes).
 	hack/requests.sh

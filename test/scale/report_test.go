@@ -65,14 +65,14 @@ func memTotal() int64 {
 }
 
 // report prints the results as a Markdown table, one column per variant
-// and one per wasm variant's ratio to native.
-func report(w io.Writer, m provenance, s settings, results []*result) {
+// and one per wasm variant's ratio to native. Where and how the run was
+// made is not in it: the JSON results and the result file's head
+// (hack/scale.sh) hold that.
+func report(w io.Writer, s settings, results []*result) {
 	if len(results) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n### Scale test: %d Nodes, %d LoadBalancer Services\n\n", s.Nodes, s.Services)
-	fmt.Fprintf(w, "Run: %s on %d cores (%s), %.1f GiB memory, %s.\nCommand: `%s`\n",
-		m.Date.Format(time.RFC3339), m.CPUs, m.CPUModel, float64(m.Memory)/(1<<30), m.GoVersion, m.Command)
+	fmt.Fprintf(w, "### Scale test: %d Nodes, %d LoadBalancer Services\n\n", s.Nodes, s.Services)
 	fmt.Fprintf(w, "Cloud: %s per request, rate limit %g req/s (burst %d). Module pool: %d instances.\n",
 		s.Latency, s.Rate, s.RateBurst, s.PoolSize)
 	fmt.Fprintf(w, "CCM flags: %s\n\n", strings.Join(results[0].Flags, " "))

@@ -37,6 +37,14 @@
 //	WASMCCM_SCALE_TIMEOUT        bound of each phase (default 20m)
 //	WASMCCM_SCALE_OUT            file to write the results to, as JSON, with
 //	                             the date, the command and the machine
+//	WASMCCM_SCALE_TABLES         file to write the tables to as well, as
+//	                             Markdown (hack/scale.sh heads them with the
+//	                             command and the machine in the result file)
+//	WASMCCM_SCALE_PROFILE        directory to write CPU profiles of each CCM
+//	                             to, consecutive 2 s ones named
+//	                             <variant>-<sequence>-<phase>.pprof after the
+//	                             phase they began in, to merge with
+//	                             go tool pprof (default: none)
 //	WASMCCM_SCALE_COMMAND        the command to record (hack/scale.sh sets it;
 //	                             default: the equivalent go test command)
 //
@@ -54,6 +62,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net/http/httptest"
 	"os"
@@ -63,6 +72,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -276,7 +286,17 @@ func TestScale(t *testing.T) {
 			break
 		}
 	}
-	report(os.Stdout, m, s, results)
+	t.Logf("run: %+v", m)
+	tables := io.Writer(os.Stdout)
+	if path := os.Getenv("WASMCCM_SCALE_TABLES"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		tables = io.MultiWriter(os.Stdout, f)
+	}
+	report(tables, s, results)
 	if out := os.Getenv("WASMCCM_SCALE_OUT"); out != "" {
 		b, _ := json.MarshalIndent(map[string]any{"provenance": m, "settings": s, "results": results}, "", "  ")
 		if err := os.WriteFile(out, b, 0o644); err != nil {
@@ -335,6 +355,7 @@ func run(t *testing.T, s settings, variant string) *result {
 	st := ccm.Stat()
 	r.StartCPU, r.StartRSS = st.CPU, st.RSS
 	t.Logf("%s: CCM healthy after %s", variant, r.Startup)
+	prof := startProfiler(t, os.Getenv("WASMCCM_SCALE_PROFILE"), variant, ccm, c.Config.BearerToken)
 
 	// Phase 1: N tainted Nodes at once.
 	before, cpu0 := cloud.Counters(), st.CPU
@@ -347,6 +368,7 @@ func run(t *testing.T, s settings, variant string) *result {
 		r.Nodes.Done.Round(time.Millisecond), r.Nodes.requests(), r.Nodes.RateLimited)
 
 	// Phase 2: M LoadBalancer Services at once.
+	prof.enter("services")
 	before, cpu0 = cloud.Counters(), ccm.Stat().CPU
 	start = time.Now()
 	created = createAll(t, s.Services, func(i int) error { return createService(client, i) })
@@ -357,18 +379,81 @@ func run(t *testing.T, s settings, variant string) *result {
 
 	// Phase 3: keeping the Nodes current over a fixed window, or idle.
 	if s.Refresh {
+		prof.enter("refresh")
 		r.Refresh = watchRefresh(t, s, client, cloud, ccm)
 		t.Logf("%s: kept %d Nodes current for %s: cloud requests %v, CCM CPU %s", variant, s.Nodes,
 			s.RefreshWindow, r.Refresh.CloudRequests, r.Refresh.CPU.Round(time.Millisecond))
 	} else {
+		prof.enter("idle")
 		idleStart, idleCPU := time.Now(), ccm.Stat().CPU
 		time.Sleep(30 * time.Second)
 		r.IdlePerMinute = perMinute(ccm.Stat().CPU-idleCPU, time.Since(idleStart))
 	}
 
+	prof.finish()
 	final := ccm.Stop()
 	r.PeakRSS, r.TotalCPU = final.HWM, final.CPU
 	return r
+}
+
+// profiler fetches consecutive CPU profiles of a CCM while it runs, each
+// named after the phase it began in. A nil profiler does nothing.
+type profiler struct {
+	phase atomic.Pointer[string]
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+const profileChunk = 2 * time.Second
+
+// startProfiler profiles ccm into dir from the Nodes phase on, until
+// finish; it returns nil if dir is "". A failed fetch is logged and ends
+// the profiling, not the run.
+func startProfiler(t *testing.T, dir, variant string, ccm *ccmproc.Process, token string) *profiler {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := &profiler{stop: make(chan struct{}), done: make(chan struct{})}
+	p.enter("nodes")
+	go func() {
+		defer close(p.done)
+		for seq := 1; ; seq++ {
+			select {
+			case <-p.stop:
+				return
+			default:
+			}
+			path := filepath.Join(dir, fmt.Sprintf("%s-%03d-%s.pprof", variant, seq, *p.phase.Load()))
+			b, err := ccm.CPUProfile(context.Background(), profileChunk, token)
+			if err == nil {
+				err = os.WriteFile(path, b, 0o644)
+			}
+			if err != nil {
+				t.Logf("%s: profiling stopped: %v", variant, err)
+				return
+			}
+		}
+	}()
+	return p
+}
+
+// enter names the phase that the next profiles begin in.
+func (p *profiler) enter(phase string) {
+	if p != nil {
+		p.phase.Store(&phase)
+	}
+}
+
+// finish waits for the profile being taken, so that it is complete, and
+// takes no more.
+func (p *profiler) finish() {
+	if p != nil {
+		close(p.stop)
+		<-p.done
+	}
 }
 
 func perMinute(cpu, wall time.Duration) time.Duration {

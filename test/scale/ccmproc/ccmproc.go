@@ -1,13 +1,16 @@
 // Package ccmproc runs a cloud-controller-manager binary for the scale
 // benchmarks (test/scale, test/scale/requests): started with a free
 // secure port, ready once /healthz answers, its log kept in a file, killed
-// with the test binary, and its CPU time and memory read from /proc, so
-// that every benchmark measures a CCM the same way.
+// with the test binary, its CPU time and memory read from /proc and its
+// CPU profile fetched from /debug/pprof, so that every benchmark measures a
+// CCM the same way.
 package ccmproc
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +26,8 @@ type Process struct {
 	Cmd *exec.Cmd
 	// LogPath holds its stdout and stderr.
 	LogPath string
+	// URL is its secure port's, https://127.0.0.1:<port>.
+	URL string
 	// Started is when it was started, Startup how long it took to answer
 	// /healthz.
 	Started time.Time
@@ -49,7 +54,7 @@ func Start(t testing.TB, binary, dir string, args, env []string) *Process {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	p := &Process{LogPath: filepath.Join(dir, "ccm.log"), done: make(chan struct{})}
+	p := &Process{LogPath: filepath.Join(dir, "ccm.log"), URL: fmt.Sprintf("https://127.0.0.1:%d", port), done: make(chan struct{})}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		t.Fatal(err)
@@ -69,10 +74,10 @@ func Start(t testing.TB, binary, dir string, args, env []string) *Process {
 			t.Logf("CCM log tail:\n%s", p.LogTail(40))
 		}
 	})
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	client := &http.Client{Timeout: 2 * time.Second, Transport: insecure}
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		p.CheckAlive(t)
-		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		resp, err := client.Get(p.URL + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -83,6 +88,34 @@ func Start(t testing.TB, binary, dir string, args, env []string) *Process {
 	}
 	t.Fatalf("CCM not healthy after 2m:\n%s", p.LogTail(40))
 	return nil
+}
+
+// insecure trusts the CCM's self-signed serving certificate.
+var insecure = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}
+
+// CPUProfile samples the CCM's CPU for d and returns the profile, in
+// pprof's format. The CCM serves it on its secure port (--profiling, on by
+// default) to whom the cluster authorizes: token is one of the cluster's,
+// allowed the nonResourceURL /debug/pprof/profile.
+func (p *Process) CPUProfile(ctx context.Context, d time.Duration, token string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.URL, int(d.Seconds())), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := insecure.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("CPU profile: %s: %s", resp.Status, b)
+	}
+	return b, nil
 }
 
 // CheckAlive fails t if the CCM has exited.
