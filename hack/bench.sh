@@ -32,6 +32,7 @@ BENCHTIME="${BENCHTIME:-1s}"
 mkdir -p bin
 out="${BENCH_OUT:-bin/bench.txt}"
 
+revision="$(wasmccm::revision)"
 before="$(wasmccm::load)"
 echo "machine: $(wasmccm::machine)"
 echo "load average before: $before"
@@ -53,7 +54,7 @@ echo
 result="${BENCH_RESULT:-$(wasmccm::result_path bench)}"
 mkdir -p "$(dirname "$result")"
 {
-  wasmccm::result_header "Micro-benchmarks" "COUNT=$COUNT BENCH='$BENCH' BENCHTIME=$BENCHTIME hack/bench.sh" "$before" "$after"
+  wasmccm::result_header "Micro-benchmarks" "COUNT=$COUNT BENCH='$BENCH' BENCHTIME=$BENCHTIME hack/bench.sh" "$revision" "$before" "$after"
   go run ./test/bench/report "$out"
 } | tee "$result"
 echo "results: $result"

@@ -66,6 +66,7 @@ if [[ -n "${WASMCCM_SCALE_PROFILE:-}" ]]; then
 fi
 mkdir -p "$(dirname "$WASMCCM_SCALE_OUT")"
 
+revision="$(wasmccm::revision)"
 before="$(wasmccm::load)"
 echo "machine: $(wasmccm::machine)"
 echo "load average before: $before"
@@ -74,7 +75,7 @@ after="$(wasmccm::load)"
 echo "load average after: $after"
 mkdir -p "$(dirname "$result")"
 {
-	wasmccm::result_header "Scale test, $WASMCCM_SCALE_NODES Nodes" "$command" "$before" "$after"
+	wasmccm::result_header "Scale test, $WASMCCM_SCALE_NODES Nodes" "$command" "$revision" "$before" "$after"
 	cat "$tables"
 } >"$result"
 echo "results: $result, $WASMCCM_SCALE_OUT"
