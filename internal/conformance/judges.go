@@ -206,12 +206,39 @@ func destroys(ex Exchange) bool {
 	if ex.Method == "DELETE" {
 		return true
 	}
+	if action := queryAction(ex); action != "" {
+		return destroyingVerb(action)
+	}
 	if ex.Method != "POST" {
 		return false
 	}
 	p := urlPath(ex.URL)
-	last := strings.ToLower(p[strings.LastIndex(p, "/")+1:])
-	return strings.Contains(last, "delete") || strings.Contains(last, "remove")
+	return destroyingVerb(p[strings.LastIndex(p, "/")+1:])
+}
+
+// destroyingVerb reports whether an action's or a path's last segment
+// names a destruction.
+func destroyingVerb(name string) bool {
+	name = strings.ToLower(name)
+	return strings.Contains(name, "delete") || strings.Contains(name, "remove") ||
+		strings.Contains(name, "terminate") || strings.Contains(name, "deregister")
+}
+
+// queryAction is the Action of a query API request (AWS's EC2 and ELB):
+// in the URL's query, or in a form-encoded POST body, which the suite
+// records from its start, where the SDKs put Action; "" for any other
+// request.
+func queryAction(ex Exchange) string {
+	if u, err := url.Parse(ex.URL); err == nil {
+		if action := u.Query().Get("Action"); action != "" {
+			return action
+		}
+	}
+	if ex.Method != "POST" || !strings.HasPrefix(ex.RequestBody, "Action=") {
+		return ""
+	}
+	action, _, _ := strings.Cut(strings.TrimPrefix(ex.RequestBody, "Action="), "&")
+	return action
 }
 
 // confirmedDestroyed reports whether the cloud itself, not the suite,

@@ -160,6 +160,10 @@ func TestDeleteJudge(t *testing.T) {
 			says: []string{"EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete (no 2xx or 404 of its own to a DELETE or delete action): the finalizer goes"}},
 		{name: "success on a POST to another action", o: answered(nil, fault500, Exchange{Method: "POST", URL: "http://cloud/v1/loadbalancers/lb-1/actions/detach", Status: 201}), rule: RuleLBDeleteConfirmed},
 		{name: "success on a lookup's 404", o: answered(nil, cloud404, fault500), rule: RuleLBDeleteConfirmed},
+		{name: "a query API delete's 200", o: answered(nil, fault500, Exchange{Method: "POST", URL: "http://cloud/", RequestBody: "Action=DeleteLoadBalancer&LoadBalancerName=lb-1&Version=2012-06-01", Status: 200})},
+		{name: "a query API delete in the URL", o: answered(nil, fault500, Exchange{Method: "GET", URL: "http://cloud/?Action=DeleteLoadBalancer&LoadBalancerName=lb-1", Status: 200})},
+		{name: "success on a query API read", o: answered(nil, fault500, Exchange{Method: "POST", URL: "http://cloud/", RequestBody: "Action=DescribeLoadBalancers&LoadBalancerNames.member.1=lb-1", Status: 200}), rule: RuleLBDeleteConfirmed},
+		{name: "an action named in a body that is not form-encoded", o: answered(nil, fault500, Exchange{Method: "POST", URL: "http://cloud/v1/query", RequestBody: `{"Action":"DeleteLoadBalancer"}`, Status: 200}), rule: RuleLBDeleteConfirmed},
 	})
 }
 

@@ -51,6 +51,7 @@ func hybridConfig(t testing.TB, simPrefix string) (*Config, *simcloud.Cloud) {
 	lifecycletest.WriteFile(t, filepath.Join(dir, "sim.wasm"), simWasm)
 	lifecycletest.WriteFile(t, filepath.Join(dir, "test.wasm"), lifecycletest.Guest(t, "testprovider"))
 	text := fmt.Sprintf(`
+routes: sim
 modules:
 - name: sim
   module: {path: %[1]s/sim.wasm, compilationCacheDir: %[2]s}
@@ -253,5 +254,21 @@ func TestHostileModuleLeavesTheOtherAlone(t *testing.T) {
 		if err := <-hostile; err == nil {
 			t.Fatal("a hostile call succeeded")
 		}
+	}
+}
+
+// TestRoutesAreTheNamedModules: the route controller gets the routes
+// module's Routes, and none without one.
+func TestRoutesAreTheNamedModules(t *testing.T) {
+	h := newHybrid(t, "simcloud://")
+	routes, ok := h.c.Routes()
+	if !ok {
+		t.Fatal("no Routes with routes: sim")
+	}
+	if _, err := routes.ListRoutes(context.Background(), "kubernetes"); err != nil {
+		t.Fatalf("simcloud's ListRoutes: %v", err)
+	}
+	if _, ok := (&Cloud{}).Routes(); ok {
+		t.Fatal("Routes offered without a routes module")
 	}
 }
