@@ -20,7 +20,7 @@ import (
 func testCommand(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "cloud-config YAML: the module's HTTP origins, credentials and providerConfig")
+	configPath := fs.String("config", "", "cloud-config YAML: the module's HTTP origins, credentials and providerConfig; FILE#NAME for module NAME of a cloud-config of several")
 	specPath := fs.String("spec", "", "test-spec YAML: the nodes to check and the test load balancer")
 	junitPath := fs.String("junit", "", "also write the report as JUnit XML to this file")
 	rate := fs.Float64("rate", conformance.DefaultRate, "requests per second sent to the cloud, 0 for no pacing; the cloud's own 429s are waited out with their Retry-After and never scored")

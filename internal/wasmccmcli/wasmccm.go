@@ -14,11 +14,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/conformance"
 	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -138,7 +140,7 @@ string with its quotes: "mycloud://i-1".
 func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("call", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig")
+	configPath := fs.String("config", "", "cloud-config YAML granting HTTP origins and credentials and carrying providerConfig; FILE#NAME for module NAME of a cloud-config of several")
 	inputPath := fs.String("input", "-", "file of JSON inputs, one a line; - for standard input")
 	repeat := fs.Int("repeat", 1, "make the calls of the inputs this many times over, in order")
 	trace := fs.Bool("trace", false, "print the module's HTTP requests (method, URL, status, duration) and log lines to standard error, credentials redacted")
@@ -233,21 +235,49 @@ func optionalExport(export string) bool {
 }
 
 // loadConfig reads a cloud-config when given; the module path on the
-// command line wins over the one in the file.
+// command line wins over the one in the file. FILE#NAME picks the module
+// NAME of a cloud-config of several modules (runtime/multimodule); a lone
+// module needs no name.
 func loadConfig(path, modulePath string) (*provider.Config, error) {
 	if path == "" {
 		return &provider.Config{Module: provider.ModuleConfig{Path: modulePath}}, nil
 	}
+	path, name, _ := strings.Cut(path, "#")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := provider.ParseConfig(bytes.NewReader(data))
+	var cfg *provider.Config
+	if multimodule.IsMulti(data) {
+		cfg, err = pickModule(data, name)
+	} else {
+		cfg, err = provider.ParseConfig(bytes.NewReader(data))
+	}
 	if err != nil {
 		return nil, err
 	}
 	cfg.Module.Path = modulePath
 	return cfg, nil
+}
+
+// pickModule returns module name's cloud-config from a cloud-config of
+// several modules.
+func pickModule(data []byte, name string) (*provider.Config, error) {
+	multi, err := multimodule.ParseConfig(bytes.NewReader(data))
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for i, m := range multi.Modules {
+		if m.Name == name || name == "" && len(multi.Modules) == 1 {
+			return &multi.Modules[i].Config, nil
+		}
+		names = append(names, m.Name)
+	}
+	if name == "" {
+		return nil, fmt.Errorf("the cloud-config serves several modules; name one: -config FILE#NAME, NAME one of %s", strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("the cloud-config has no module %q; it has %s", name, strings.Join(names, ", "))
 }
 
 // callInput is one input of call, with the line it starts on (0 for the
