@@ -272,11 +272,7 @@ func testAccessReview(ctx context.Context, t *testing.T, admin kubernetes.Interf
 		core, coord, events = "", "coordination.k8s.io", "events.k8s.io"
 		ns, sys             = "team-a", systemNamespace
 	)
-	tests := []struct {
-		access
-		allowed bool
-		why     string
-	}{
+	checkAccess(ctx, t, admin, []accessCase{
 		// Allowed: what the controllers do.
 		{access{"list", core, "nodes", "", "", ""}, true, "Node informer (all controllers)"},
 		{access{"watch", core, "nodes", "", "", ""}, true, "Node informer (all controllers)"},
@@ -342,7 +338,19 @@ func testAccessReview(ctx context.Context, t *testing.T, admin kubernetes.Interf
 		{access{"create", "rbac.authorization.k8s.io", "clusterrolebindings", "", "", ""}, false, ""},
 		{access{"impersonate", core, "users", "", "", "admin"}, false, ""},
 		{access{"*", "*", "*", "", "", ""}, false, ""},
-	}
+	})
+}
+
+// accessCase is a request and whether the ServiceAccount may make it.
+type accessCase struct {
+	access
+	allowed bool
+	why     string
+}
+
+// checkAccess asks the API server's authorizer, case by case, whether the
+// ServiceAccount may make each request.
+func checkAccess(ctx context.Context, t *testing.T, admin kubernetes.Interface, tests []accessCase) {
 	for _, tt := range tests {
 		t.Run(tt.String(), func(t *testing.T) {
 			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
@@ -543,4 +551,50 @@ func keys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestChartSeveralModulesOnCluster sends the chart rendered for two modules
+// (testdata/two-modules.yaml) through the API server's server-side dry
+// run, then creates its RBAC: the ServiceAccount may read and rewrite both
+// modules' last-known-good records, and no other record nor any module's
+// ConfigMap or credentials.
+func TestChartSeveralModulesOnCluster(t *testing.T) {
+	all := renderTwoModules(t, gzipBytes(t, emptyModule))
+	c := cluster.StartForTest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	adminCfg := fastClient(c.Config)
+	admin := kubernetes.NewForConfigOrDie(adminCfg)
+	waitForBootstrap(t, ctx, admin)
+
+	t.Run("server-side dry run", func(t *testing.T) {
+		for _, m := range all {
+			if err := create(ctx, t, adminCfg, m.obj, true); err != nil {
+				t.Errorf("%s: %v", m, err)
+			}
+		}
+	})
+	for _, m := range all {
+		if m.file == "serviceaccount.yaml" || m.file == "rbac.yaml" {
+			if err := create(ctx, t, adminCfg, m.obj, false); err != nil {
+				t.Fatalf("%s: %v", m, err)
+			}
+		}
+	}
+	const core, sys = "", systemNamespace
+	checkAccess(ctx, t, admin, []accessCase{
+		{access{"get", core, "configmaps", "", sys, "wasmccm-last-known-good-sim"}, true, "sim's record, read at start"},
+		{access{"update", core, "configmaps", "", sys, "wasmccm-last-known-good-sim-b-7"}, true, "sim's record, rewritten"},
+		{access{"get", core, "configmaps", "", sys, "wasmccm-last-known-good-hcloud"}, true, "hcloud's record, read at start"},
+		{access{"update", core, "configmaps", "", sys, "wasmccm-last-known-good-hcloud-a-0"}, true, "hcloud's record, rewritten"},
+		{access{"create", core, "configmaps", "", sys, ""}, true, "the first records (RBAC cannot restrict create by name)"},
+		{access{"get", core, "configmaps", "", sys, "wasmccm-last-known-good"}, false, "the one module's record is no module's here"},
+		{access{"update", core, "configmaps", "", sys, "wasmccm-last-known-good-b-0"}, false, "the one module's record is no module's here"},
+		{access{"get", core, "configmaps", "", sys, "wasmccm-last-known-good-aws"}, false, "no module is named aws"},
+		{access{"delete", core, "configmaps", "", sys, "wasmccm-last-known-good-sim"}, false, "a record is only rewritten"},
+		{access{"update", core, "configmaps", "", sys, "wasm-provider-module-sim"}, false, "only the records are writable"},
+		{access{"get", core, "configmaps", "", sys, "wasm-cloud-config"}, false, "the cloud-config comes from the volume"},
+		{access{"get", core, "secrets", "", sys, "wasm-provider-credentials-hcloud"}, false, "credentials come from the volume"},
+		{access{"get", core, "secrets", "", sys, "hcloud-registry"}, false, "the pull secret comes from the volume"},
+	})
 }

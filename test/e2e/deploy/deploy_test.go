@@ -222,12 +222,23 @@ func renderChart(t testing.TB, module []byte, set ...string) []manifest {
 
 func helmTemplate(t testing.TB, module []byte, set ...string) ([]byte, error) {
 	t.Helper()
+	return helmTemplateValues(t, "", "module.configMap.base64", module, set...)
+}
+
+// helmTemplateValues renders the chart as helmTemplate does, with the
+// values file values (none when empty) and the base64 of module set at the
+// value moduleValue.
+func helmTemplateValues(t testing.TB, values, moduleValue string, module []byte, set ...string) ([]byte, error) {
+	t.Helper()
 	b64 := filepath.Join(t.TempDir(), "module.b64")
 	if err := os.WriteFile(b64, []byte(base64.StdEncoding.EncodeToString(module)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{"template", "wasm-cloud-controller-manager", chartDir, "--namespace", systemNamespace,
-		"--kube-version", cluster.KubeVersion, "--set-file", "module.configMap.base64=" + b64}
+		"--kube-version", cluster.KubeVersion, "--set-file", moduleValue + "=" + b64}
+	if values != "" {
+		args = append(args, "--values", values)
+	}
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
