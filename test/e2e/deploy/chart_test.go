@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -383,6 +384,15 @@ func TestChartSeveralModules(t *testing.T) {
 						t.Errorf("%s credential %s = %q (%v), want %q", mod.Name, key, data, err, mod.Name+"-token")
 					}
 				}
+			}
+
+			// The manager adds up every module's worst case (runtime/multimodule).
+			need := membudget.HostBaselineMiB
+			for _, mod := range cfg.Modules {
+				need += membudget.New(mod.Limits.PoolSize, int(mod.Limits.MemoryLimitMiB), int(mod.Limits.SharedStateMiB), 2).ModuleMiB()
+			}
+			if limit := dep.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; limit.Value() < int64(need)<<20 {
+				t.Errorf("the modules need %d MiB, the container has %s", need, &limit)
 			}
 
 			var want []string
