@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/conformance/conformancetest"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 )
@@ -136,8 +137,8 @@ func TestHelp(t *testing.T) {
 // simcloud module keeps its instance snapshot in shared state, so only
 // the first lookup lists the instances.
 func TestCallMany(t *testing.T) {
-	config, _ := simcloudEnv(t, "", "")
-	simcloudModule := buildModule(t, "../../modules/simcloud/module", wasmbuild.Go)
+	config, _ := conformancetest.Simcloud(t, "", "")
+	simcloudModule := conformancetest.Module(t, "../../modules/simcloud/module", wasmbuild.Go)
 	node1 := `{"Name":"node-1","ProviderID":"simcloud://i-0001"}`
 	node2 := `{"Name":"node-2","ProviderID":"simcloud://i-0002"}`
 	cases := []struct {
