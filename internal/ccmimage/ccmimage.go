@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -50,6 +51,12 @@ var Epoch = time.Unix(0, 0).UTC()
 var DefaultPlatforms = []v1.Platform{
 	{OS: "linux", Architecture: "amd64"},
 	{OS: "linux", Architecture: "arm64"},
+}
+
+// HostPlatform is linux on the architecture of the running program: the
+// one image a test can run, so the one tests build when they only run it.
+func HostPlatform() v1.Platform {
+	return v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 }
 
 // Options configures Build.

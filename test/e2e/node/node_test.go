@@ -29,6 +29,7 @@ import (
 	"testing"
 	"time"
 
+	ocispec "github.com/google/go-containerregistry/pkg/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,12 +88,13 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The image as `make image` builds it, under the name the Deployment
-	// gives, imported into the Nodes' containerd: the kubelet must find it
-	// there, as nothing can be pulled.
+	// The image as `make image` builds it, for the host's architecture
+	// (the Nodes run no other), under the name the Deployment gives,
+	// imported into the Nodes' containerd: the kubelet must find it there,
+	// as nothing can be pulled.
 	var image string
 	edit(t, find(t, objs, "Deployment", deploymentName), func(d *appsv1.Deployment) { image = d.Spec.Template.Spec.Containers[0].Image })
-	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot})
+	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot, Platforms: []ocispec.Platform{ccmimage.HostPlatform()}})
 	if err != nil {
 		t.Fatal(err)
 	}
