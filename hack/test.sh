@@ -2,14 +2,33 @@
 # Everything CI runs (make test), phase by phase, and how long each phase
 # took, printed at the end whether the run passed or not: lint, chart,
 # unit tests (the root module, then abi and the SDK, which are modules of
-# their own), end-to-end tests and a short run of every fuzz target.
+# their own), end-to-end tests and a short run of every fuzz target. The
+# phase times also go, with the command, the revision, the machine, its
+# load and whether the caches were warm, to a dated result file,
+# $TEST_RESULT (default docs/benchmarks/results/<UTC date>-make-test.md).
 #
-# End-to-end packages each start an API server; they run one at a time
-# (-p 1) so that their timing stays honest on a 2-core machine.
+# The end-to-end tests (test/..., the full conformance runs of
+# test/conformance among them) start their own API servers, clouds and CCMs
+# on free loopback ports, test by test, and spend most of their time
+# waiting for controllers; so they run side by side: the top-level tests of
+# test/e2e, by far the longest package, E2E_PARALLEL at a time (default 3),
+# each in a process of its own, and beside them the other packages,
+# E2E_PACKAGES at a time (default 2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=hack/lib.sh
+source hack/lib.sh
 make=${MAKE:-make}
 go=${GO:-go}
+e2e_parallel=${E2E_PARALLEL:-3}
+e2e_packages=${E2E_PACKAGES:-2}
+result=${TEST_RESULT:-docs/benchmarks/results/$(date -u +%Y-%m-%d)-make-test.md}
+
+# Whether the run starts warm: the tool cache (TinyGo, the API server, the
+# node binaries, built modules) and Go's build cache.
+cache=$(wasmccm::cache_root)
+caches_at_start="$cache $(du -sh "$cache" 2>/dev/null | cut -f1 || echo absent), Go build cache $(du -sh "$("$go" env GOCACHE)" 2>/dev/null | cut -f1 || echo absent)"
+load_at_start=$(wasmccm::load)
 
 phases=()
 current=""
@@ -17,10 +36,24 @@ started=$SECONDS
 summary() {
   local rc=$?
   [[ -n "$current" ]] && phases+=("$current: failed after $((SECONDS - phase_start)) s")
+  phases+=("total: $((SECONDS - started)) s")
   echo
   echo "make test, time by phase:"
   printf '  %s\n' "${phases[@]}"
-  echo "  total: $((SECONDS - started)) s"
+  mkdir -p "$(dirname "$result")"
+  {
+    wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel E2E_PACKAGES=$e2e_packages hack/test.sh" "$load_at_start"
+    echo "Caches at the start: $caches_at_start."
+    echo "Outcome: $([[ $rc == 0 ]] && echo passed || echo "failed (exit $rc)")."
+    echo
+    echo "| phase | seconds |"
+    echo "|---|---:|"
+    local p
+    for p in "${phases[@]}"; do
+      echo "| ${p%%: *} | ${p#*: } |"
+    done | sed 's/ s |$/ |/'
+  } >"$result"
+  echo "results: $result"
   return "$rc"
 }
 trap summary EXIT
@@ -41,6 +74,33 @@ stdlib_modules() {
   done
 }
 
+# e2e runs the end-to-end packages: test/e2e's top-level tests each in a
+# process of its own, e2e_parallel at a time, from one test binary and one
+# manager binary built first, while go test runs the other packages; then
+# each test's output, in the order of the source.
+e2e() {
+  export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1
+  local dir test rc=0
+  dir=$(mktemp -d)
+  "$go" test -c -o "$dir/e2e.test" ./test/e2e
+  "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
+  sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go >"$dir/tests"
+  # shellcheck disable=SC2016 # expanded by the inner shell
+  WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} \
+    bash -c 'cd test/e2e && exec "$0" -test.count=1 -test.timeout=40m -test.run="^$1\$" >"$2/$1.log" 2>&1' \
+    "$dir/e2e.test" {} "$dir" <"$dir/tests" &
+  local tests=$!
+  # shellcheck disable=SC2046 # one argument per package
+  "$go" test -count=1 -p "$e2e_packages" -timeout 40m $("$go" list ./test/... | grep -v '/test/e2e$') || rc=$?
+  wait "$tests" || rc=$?
+  while read -r test; do
+    echo "test/e2e $test:"
+    cat "$dir/$test.log"
+  done <"$dir/tests"
+  rm -rf "$dir"
+  return "$rc"
+}
+
 phase deps "$make" --no-print-directory deps
 phase node-deps "$make" --no-print-directory node-deps
 phase lint "$make" --no-print-directory lint
@@ -48,5 +108,5 @@ phase chart "$make" --no-print-directory chart
 # shellcheck disable=SC2046 # one argument per package
 phase unit env WASMCCM_REQUIRE_TINYGO=1 "$go" test -count=1 $("$go" list ./... | grep -v /test/)
 phase unit-stdlib-modules stdlib_modules
-phase e2e env WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 "$go" test -count=1 -p 1 -timeout 40m ./test/...
+phase e2e e2e
 phase fuzz "$make" --no-print-directory fuzz
