@@ -77,18 +77,27 @@ stdlib_modules() {
 # e2e runs the end-to-end packages: test/e2e's top-level tests each in a
 # process of its own, e2e_parallel at a time, from one test binary and one
 # manager binary built first, while go test runs the other packages; then
-# each test's output, in the order of the source.
+# each test's output, in the order of the source. The tests start longest
+# first, by the durations of the last run (kept in the cache; a test not
+# timed yet counts as longest), so that no long test starts last.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1
-  local dir test rc=0
+  local dir test rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/e2e.test" ./test/e2e
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
   sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go >"$dir/tests"
+  awk -v durations="$durations" '
+    BEGIN { while ((getline line <durations) > 0) { split(line, f, " "); seconds[f[2]] = f[1] } }
+    { print ($1 in seconds ? seconds[$1] : 1e9), $1 }' "$dir/tests" | sort -k1,1nr | cut -d' ' -f2 >"$dir/queue"
   # shellcheck disable=SC2016 # expanded by the inner shell
-  WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} \
-    bash -c 'cd test/e2e && exec "$0" -test.count=1 -test.timeout=40m -test.run="^$1\$" >"$2/$1.log" 2>&1' \
-    "$dir/e2e.test" {} "$dir" <"$dir/tests" &
+  WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} bash -c '
+    cd test/e2e
+    start=$SECONDS
+    "$0" -test.count=1 -test.timeout=40m -test.run="^$1\$" >"$2/$1.log" 2>&1
+    rc=$?
+    echo "$((SECONDS - start)) $1" >>"$2/durations"
+    exit "$rc"' "$dir/e2e.test" {} "$dir" <"$dir/queue" &
   local tests=$!
   # shellcheck disable=SC2046 # one argument per package
   "$go" test -count=1 -p "$e2e_packages" -timeout 40m $("$go" list ./test/... | grep -v '/test/e2e$') || rc=$?
@@ -97,6 +106,7 @@ e2e() {
     echo "test/e2e $test:"
     cat "$dir/$test.log"
   done <"$dir/tests"
+  mkdir -p "$cache" && cp "$dir/durations" "$durations"
   rm -rf "$dir"
   return "$rc"
 }
