@@ -85,12 +85,15 @@ func newFixture(t testing.TB, tc wasmbuild.Toolchain, mutate func(*Config)) *fix
 		t.Fatal(err)
 	}
 	cfg := Config{
-		Name:           "testprovider-" + string(tc),
-		ClusterName:    "kubernetes",
-		ProviderConfig: []byte(cloud.URL),
-		PoolSize:       2,
-		CallTimeout:    5 * time.Second,
-		HTTP:           egress.Config{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
+		Name:        "testprovider-" + string(tc),
+		ClusterName: "kubernetes",
+		// Compiled once per content and wazero version, not once per test:
+		// most tests here start the same guest.
+		CompilationCacheDir: filepath.Join(wasmbuild.CacheDir(), "compilation"),
+		ProviderConfig:      []byte(cloud.URL),
+		PoolSize:            2,
+		CallTimeout:         5 * time.Second,
+		HTTP:                egress.Config{AllowedOrigins: []string{cloud.URL}, MaxResponseBytes: 1 << 20},
 		Credentials: credentials.Config{Dir: dir, Auth: []credentials.AuthConfig{
 			{Name: "token", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "token"}},
 			{Name: "absent", Origins: []string{cloud.URL}, Bearer: &credentials.BearerAuth{Key: "absent"}},
