@@ -10,18 +10,16 @@
 # The end-to-end tests (test/..., the full conformance runs of
 # test/conformance among them) start their own API servers, clouds and CCMs
 # on free loopback ports, test by test, and spend most of their time
-# waiting for controllers; so they run side by side: the top-level tests of
-# test/e2e, by far the longest package, E2E_PARALLEL at a time (default 3),
-# each in a process of its own, and beside them the other packages,
-# E2E_PACKAGES at a time (default 2).
+# waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
+# a time (default 4): each package a job, and each top-level test of
+# test/e2e, by far the longest package, a job of its own.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/lib.sh
 source hack/lib.sh
 make=${MAKE:-make}
 go=${GO:-go}
-e2e_parallel=${E2E_PARALLEL:-3}
-e2e_packages=${E2E_PACKAGES:-2}
+e2e_parallel=${E2E_PARALLEL:-4}
 result=${TEST_RESULT:-docs/benchmarks/results/$(date -u +%Y-%m-%d)-make-test.md}
 
 # Whether the run starts warm: the tool cache (TinyGo, the API server, the
@@ -42,7 +40,7 @@ summary() {
   printf '  %s\n' "${phases[@]}"
   mkdir -p "$(dirname "$result")"
   {
-    wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel E2E_PACKAGES=$e2e_packages hack/test.sh" "$load_at_start"
+    wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel hack/test.sh" "$load_at_start"
     echo "Caches at the start: $caches_at_start."
     echo "Outcome: $([[ $rc == 0 ]] && echo passed || echo "failed (exit $rc)")."
     echo
@@ -74,38 +72,39 @@ stdlib_modules() {
   done
 }
 
-# e2e runs the end-to-end packages: test/e2e's top-level tests each in a
-# process of its own, e2e_parallel at a time, from one test binary and one
-# manager binary built first, while go test runs the other packages; then
-# each test's output, in the order of the source. The tests start longest
-# first, by the durations of the last run (kept in the cache; a test not
-# timed yet counts as longest), so that no long test starts last.
+# e2e runs the end-to-end tests as jobs, e2e_parallel at a time: each
+# package of test/... but test/e2e a job, and each top-level test of
+# test/e2e a job, a process of its own run from one test binary and one
+# manager binary built first. Jobs start longest first, by the durations of
+# the last run (kept in the cache; a job not timed yet counts as longest),
+# so that no long job starts last; their output follows, in list order.
 e2e() {
-  export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1
-  local dir test rc=0 durations="$cache/e2e-durations"
+  export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
+  local dir job rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/e2e.test" ./test/e2e
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
-  sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go >"$dir/tests"
+  {
+    "$go" list -f '{{.Dir}}' ./test/... | sed "s|^$PWD/|./|" | grep -vx './test/e2e'
+    sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go
+  } >"$dir/jobs"
   awk -v durations="$durations" '
     BEGIN { while ((getline line <durations) > 0) { split(line, f, " "); seconds[f[2]] = f[1] } }
-    { print ($1 in seconds ? seconds[$1] : 1e9), $1 }' "$dir/tests" | sort -k1,1nr | cut -d' ' -f2 >"$dir/queue"
+    { print ($1 in seconds ? seconds[$1] : 1e9), $1 }' "$dir/jobs" | sort -k1,1nr | cut -d' ' -f2 >"$dir/queue"
   # shellcheck disable=SC2016 # expanded by the inner shell
   WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} bash -c '
-    cd test/e2e
-    start=$SECONDS
-    "$0" -test.count=1 -test.timeout=40m -test.run="^$1\$" >"$2/$1.log" 2>&1
+    log="$1/$(tr / _ <<<"${0#./}").log" start=$SECONDS
+    case $0 in
+    Test*) (cd test/e2e && exec "$1/e2e.test" -test.count=1 -test.timeout=40m -test.run="^$0\$") ;;
+    *) "$GO" test -count=1 -timeout 40m "$0" ;;
+    esac >"$log" 2>&1
     rc=$?
-    echo "$((SECONDS - start)) $1" >>"$2/durations"
-    exit "$rc"' "$dir/e2e.test" {} "$dir" <"$dir/queue" &
-  local tests=$!
-  # shellcheck disable=SC2046 # one argument per package
-  "$go" test -count=1 -p "$e2e_packages" -timeout 40m $("$go" list ./test/... | grep -v '/test/e2e$') || rc=$?
-  wait "$tests" || rc=$?
-  while read -r test; do
-    echo "test/e2e $test:"
-    cat "$dir/$test.log"
-  done <"$dir/tests"
+    echo "$((SECONDS - start)) $0" >>"$1/durations"
+    exit "$rc"' {} "$dir" <"$dir/queue" || rc=$?
+  while read -r job; do
+    echo "== $job"
+    cat "$dir/$(tr / _ <<<"${job#./}").log"
+  done <"$dir/jobs"
   mkdir -p "$cache" && cp "$dir/durations" "$durations"
   rm -rf "$dir"
   return "$rc"
