@@ -29,6 +29,7 @@ caches_at_start="$cache $(du -sh "$cache" 2>/dev/null | cut -f1 || echo absent),
 load_at_start=$(wasmccm::load)
 
 phases=()
+e2e_jobs=""
 current=""
 started=$SECONDS
 summary() {
@@ -50,6 +51,14 @@ summary() {
     for p in "${phases[@]}"; do
       echo "| ${p%%: *} | ${p#*: } |"
     done | sed 's/ s |$/ |/'
+    if [[ -n "$e2e_jobs" ]]; then
+      echo
+      echo "End-to-end jobs, $e2e_parallel at a time, longest first:"
+      echo
+      echo "| job | seconds |"
+      echo "|---|---:|"
+      awk '{ print "| " $2 " | " $1 " |" }' <<<"$e2e_jobs"
+    fi
   } >"$result"
   echo "results: $result"
   return "$rc"
@@ -85,7 +94,7 @@ e2e() {
   "$go" test -c -o "$dir/e2e.test" ./test/e2e
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
   {
-    "$go" list -f '{{.Dir}}' ./test/... | sed "s|^$PWD/|./|" | grep -vx './test/e2e'
+    "$go" list -f '{{.Dir}}' ./test/... | sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
     sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go
   } >"$dir/jobs"
   awk -v durations="$durations" '
@@ -105,6 +114,7 @@ e2e() {
     echo "== $job"
     cat "$dir/$(tr / _ <<<"${job#./}").log"
   done <"$dir/jobs"
+  e2e_jobs=$(sort -k1,1nr "$dir/durations")
   mkdir -p "$cache" && cp "$dir/durations" "$durations"
   rm -rf "$dir"
   return "$rc"
