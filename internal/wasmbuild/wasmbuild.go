@@ -103,7 +103,15 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return "", err
 		}
-		tmp := out + ".tmp"
+		// A file of its own to build into: tests in other processes, or
+		// other checkouts, may be building the same module at once.
+		f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
+		if err != nil {
+			return "", err
+		}
+		tmp := f.Name()
+		f.Close()
+		defer os.Remove(tmp)
 		cmd := exec.Command(cmdName, append(args, "-o", tmp, ".")...)
 		cmd.Dir, cmd.Env = pkgDir, append(os.Environ(), env...)
 		if output, err := cmd.CombinedOutput(); err != nil {
@@ -137,14 +145,16 @@ func command(tc Toolchain) (name string, args, env []string, err error) {
 // cacheKey hashes the toolchain's identity, the flags it is given and every
 // Go source file of the tree that the package can depend on: abi/, modules/
 // (the SDK module included) and the package itself. Hashing a little too
-// much is cheap; a stale module is not.
+// much is cheap; a stale module is not. Paths are hashed relative to the
+// repository's root, so that another clone or worktree of the same source
+// finds the modules this one built.
 func cacheKey(root, pkgDir string, tc Toolchain, cmdName string, args []string) (string, error) {
 	h := sha256.New()
 	version, err := exec.Command(cmdName, "version").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("%s version: %v: %s", cmdName, err, version)
 	}
-	fmt.Fprintf(h, "%s\n%s\n%s\n%q\n", tc, version, pkgDir, args)
+	fmt.Fprintf(h, "%s\n%s\n%s\n%q\n", tc, version, relative(root, pkgDir), args)
 	var files []string
 	for _, dir := range []string{filepath.Join(root, "abi"), filepath.Join(root, "modules"), pkgDir, filepath.Join(root, "go.mod")} {
 		err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
@@ -166,7 +176,7 @@ func cacheKey(root, pkgDir string, tc Toolchain, cmdName string, args []string) 
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s\n", f)
+		fmt.Fprintf(h, "%s\n", relative(root, f))
 		_, err = io.Copy(h, fh)
 		fh.Close()
 		if err != nil {
@@ -174,6 +184,15 @@ func cacheKey(root, pkgDir string, tc Toolchain, cmdName string, args []string) 
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// relative is path relative to root, which holds it.
+func relative(root, path string) string {
+	rel, err := filepath.Rel(root, path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(rel)
 }
 
 func moduleRoot(dir string) (string, error) {
