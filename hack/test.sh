@@ -4,8 +4,9 @@
 # unit tests (the root module, then abi and the SDK, which are modules of
 # their own), end-to-end tests and a short run of every fuzz target. The
 # phase times also go, with the command, the revision, the machine, its
-# load and whether the caches were warm, to a dated result file,
-# $TEST_RESULT (default docs/benchmarks/results/<UTC date>-make-test.md).
+# load and whether the caches were warm, to $TEST_RESULT (default
+# bin/make-test.md; docs/benchmarks/results/<UTC date>-make-test.md records
+# a run in the docs).
 #
 # The end-to-end tests (test/..., the full conformance runs of
 # test/conformance among them) start their own API servers, clouds and CCMs
@@ -20,13 +21,16 @@ source hack/lib.sh
 make=${MAKE:-make}
 go=${GO:-go}
 e2e_parallel=${E2E_PARALLEL:-4}
-result=${TEST_RESULT:-docs/benchmarks/results/$(date -u +%Y-%m-%d)-make-test.md}
+# The phase times go to bin/ unless TEST_RESULT names the file, e.g.
+# docs/benchmarks/results/<date>-make-test.md to record a run in the docs.
+result=${TEST_RESULT:-bin/make-test.md}
 
 # Whether the run starts warm: the tool cache (TinyGo, the API server, the
 # node binaries, built modules) and Go's build cache.
 cache=$(wasmccm::cache_root)
 caches_at_start="$cache $(du -sh "$cache" 2>/dev/null | cut -f1 || echo absent), Go build cache $(du -sh "$("$go" env GOCACHE)" 2>/dev/null | cut -f1 || echo absent)"
 load_at_start=$(wasmccm::load)
+revision=$(wasmccm::revision)
 
 phases=()
 e2e_jobs=""
@@ -41,7 +45,7 @@ summary() {
   printf '  %s\n' "${phases[@]}"
   mkdir -p "$(dirname "$result")"
   {
-    wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel hack/test.sh" "$load_at_start"
+    wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel hack/test.sh" "$revision" "$load_at_start" "$(wasmccm::load)"
     echo "Caches at the start: $caches_at_start."
     echo "Outcome: $([[ $rc == 0 ]] && echo passed || echo "failed (exit $rc)")."
     echo
