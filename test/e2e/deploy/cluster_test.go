@@ -372,6 +372,23 @@ func checkAccess(ctx context.Context, t *testing.T, admin kubernetes.Interface, 
 	}
 }
 
+// waitAllowed waits until the ServiceAccount may do a, as RBAC objects
+// just created take effect.
+func waitAllowed(ctx context.Context, t *testing.T, admin kubernetes.Interface, a access) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: saUser, Groups: saGroups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name},
+		}}
+		got, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		return err == nil && got.Status.Allowed, nil
+	})
+	if err != nil {
+		t.Fatalf("the RBAC just created never allowed %v: %v", a, err)
+	}
+}
+
 // saClient is the CCM's ServiceAccount, authenticated by a real token, with
 // a record of every request the API server refused.
 type saClient struct {
@@ -582,6 +599,9 @@ func TestChartSeveralModulesOnCluster(t *testing.T) {
 		}
 	}
 	const core, sys = "", systemNamespace
+	// The API server's authorizer learns of new RBAC objects from its
+	// informers: wait until the Role and its binding are in effect.
+	waitAllowed(ctx, t, admin, access{"update", core, "configmaps", "", sys, "wasmccm-last-known-good-hcloud-a-0"})
 	checkAccess(ctx, t, admin, []accessCase{
 		{access{"get", core, "configmaps", "", sys, "wasmccm-last-known-good-sim"}, true, "sim's record, read at start"},
 		{access{"update", core, "configmaps", "", sys, "wasmccm-last-known-good-sim-b-7"}, true, "sim's record, rewritten"},
