@@ -7,6 +7,9 @@ package events
 import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -32,6 +35,13 @@ type Warning string
 // Type is v1.EventTypeWarning.
 func (Warning) Type() string     { return v1.EventTypeWarning }
 func (r Warning) String() string { return string(r) }
+
+// NewRecorder returns a recorder of the CCM's Events, sent through client.
+func NewRecorder(client kubernetes.Interface) record.EventRecorder {
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
+}
 
 // Record records an Event of reason on object.
 func Record(recorder record.EventRecorder, object runtime.Object, reason Reason, message string) {
