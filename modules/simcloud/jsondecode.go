@@ -109,8 +109,7 @@ func (d *decoder) skip() error {
 	case c == '[':
 		return d.array(d.skip)
 	case c == '"':
-		_, err := d.string()
-		return err
+		return d.skipString()
 	case c == 't':
 		return d.literal("true")
 	case c == 'f':
@@ -271,6 +270,28 @@ func (d *decoder) string() (string, error) {
 		}
 	}
 	return "", d.syntaxError("unterminated string")
+}
+
+// skipString consumes a string as string does, without building its value:
+// a skipped value costs no allocation.
+func (d *decoder) skipString() error {
+	d.pos++ // "
+	for d.pos < len(d.data) {
+		switch c := d.data[d.pos]; {
+		case c == '"':
+			d.pos++
+			return nil
+		case c < ' ':
+			return d.syntaxError("control character in string")
+		case c == '\\':
+			if _, err := d.escape(); err != nil {
+				return err
+			}
+		default:
+			d.pos++ // invalid UTF-8 is replaced, not refused
+		}
+	}
+	return d.syntaxError("unterminated string")
 }
 
 // escape consumes one escape sequence (two of them for a surrogate pair).
@@ -539,6 +560,17 @@ func (d *decoder) loadBalancerInto(lb *loadBalancer) error {
 	})
 }
 
+var lbAddressFields = []string{"name", "ip"}
+
+func (d *decoder) lbAddressInto(a *lbAddress) error {
+	return d.structInto(lbAddressFields, func(d *decoder, i int) error {
+		if i == 0 {
+			return d.stringInto(&a.Name)
+		}
+		return d.stringInto(&a.IP)
+	})
+}
+
 var lbPortFields = []string{"name", "protocol", "port", "nodePort"}
 
 func (d *decoder) lbPortInto(p *lbPort) error {
@@ -577,6 +609,25 @@ func (d *decoder) healthCheckInto(dst **healthCheck) error {
 	})
 }
 
+var errorBodyFields = []string{"error"}
+
+func (d *decoder) errorBodyInto(e *errorBody) error {
+	return d.structInto(errorBodyFields, func(d *decoder, _ int) error {
+		if null, err := d.null(); null || err != nil {
+			if null {
+				e.Error = nil
+			}
+			return err
+		}
+		if d.next() != '"' {
+			return d.wrongType("a string")
+		}
+		s, err := d.string()
+		e.Error = &s
+		return err
+	})
+}
+
 var routeFields = []string{"name", "destinationCIDR", "targetInstance", "targetName", "blackhole"}
 
 func (d *decoder) routeInto(r *route) error {
@@ -605,6 +656,14 @@ func (in *instance) UnmarshalJSON(data []byte) error {
 
 func (lb *loadBalancer) UnmarshalJSON(data []byte) error {
 	return decodeJSON(data, func(d *decoder) error { return d.loadBalancerInto(lb) })
+}
+
+func (a *lbAddress) UnmarshalJSON(data []byte) error {
+	return decodeJSON(data, func(d *decoder) error { return d.lbAddressInto(a) })
+}
+
+func (e *errorBody) UnmarshalJSON(data []byte) error {
+	return decodeJSON(data, func(d *decoder) error { return d.errorBodyInto(e) })
 }
 
 func (r *route) UnmarshalJSON(data []byte) error {

@@ -12,6 +12,8 @@ type (
 	refInstance     instance
 	refLoadBalancer loadBalancer
 	refRoute        route
+	refLBAddress    lbAddress
+	refErrorBody    errorBody
 )
 
 // decodeBoth decodes data into a fresh value with the hand-written decoder
@@ -47,6 +49,18 @@ func decodeBoth(t *testing.T, data []byte) {
 	e1 = twice(func() error { return lb.UnmarshalJSON(data) })
 	e2 = twice(func() error { return json.Unmarshal(data, &refLB) })
 	check("load balancer", lb, loadBalancer(refLB), e1, e2)
+
+	var addr lbAddress
+	var refAddr refLBAddress
+	e1 = twice(func() error { return addr.UnmarshalJSON(data) })
+	e2 = twice(func() error { return json.Unmarshal(data, &refAddr) })
+	check("load balancer address", addr, lbAddress(refAddr), e1, e2)
+
+	var eb errorBody
+	var refEB refErrorBody
+	e1 = twice(func() error { return eb.UnmarshalJSON(data) })
+	e2 = twice(func() error { return json.Unmarshal(data, &refEB) })
+	check("error body", eb, errorBody(refEB), e1, e2)
 
 	var r route
 	var refR refRoute
@@ -94,6 +108,8 @@ var jsonSeeds = []string{
 	`{"name":"\ud83d\ude00 \ud800 \u00e9 \"q\" \\ \/ \b\f\n\r\t"}`, "{\"name\":\"\xff\xfe\xed\xa0\x80\"}",
 	`null`, `[]`, `{}`, ` {"targets":[]} `, `{"targets":[null,"a"]}`, `"text"`, `1`, `true`,
 	`{"id":"x"} x`, `{"id":"x",}`, `{"id" "x"}`, `[1,]`, `{"id":"\u12"}`, `{"id":"a` + "\x01" + `"}`, ``, `{"unknown":{"deep":[1,2,{"x":null}]},"id":"y"}`,
+	`{"error":"no such load balancer"}`, `{"error":null}`, `{"error":5}`, `{"ERROR":"a","error":null}`, `{"error":"a","error":"b"}`,
+	`{"targets":["\x"],"ip":"1"}`, `{"targets":["\ud800","\u00e9",5,"` + "\xff" + `"],"ip":"192.0.2.1"}`, `{"targets":["a` + "\x01" + `"]}`, `{"targets":["a`,
 	`{"ports":[{"port":1e2}]}`, `{"ports":[{"port":01}]}`, `{"ports":[{"port":-}]}`, `{"tags":[]}`, `{"targets":{}}`,
 }
 

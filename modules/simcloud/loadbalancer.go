@@ -48,6 +48,14 @@ type loadBalancer struct {
 	Tags         map[string]string `json:"tags"`
 }
 
+// lbAddress is what a create reads of the cloud's answer: the answer lists
+// every target again, and decoding them would cost a string each for
+// nothing.
+type lbAddress struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+}
+
 type lbPort struct {
 	Name     string `json:"name"`
 	Protocol string `json:"protocol"`
@@ -62,7 +70,11 @@ type healthCheck struct {
 
 // body encodes lb for POST (withIP: the requested IP, if any) or PUT.
 func (lb *loadBalancer) body(withIP bool) []byte {
-	w := jsonWriter{b: make([]byte, 0, 256)}
+	size := 256 // room for the rest; append grows the buffer if it is short
+	for _, t := range lb.Targets {
+		size += len(t) + 3
+	}
+	w := jsonWriter{b: make([]byte, 0, size)}
 	w.raw("{")
 	w.key("name", true)
 	w.str(lb.Name)
@@ -146,11 +158,13 @@ func sameSpec(have, want *loadBalancer) bool {
 	return true
 }
 
-func (lb *loadBalancer) status(what string) (*abi.LoadBalancerStatus, error) {
-	if lb.IP == "" {
-		return nil, errors.New("simcloud: " + what + ": the cloud reported load balancer " + quote(lb.Name) + " without an IP")
+// status is the status of the load balancer the cloud reported as name
+// with ip.
+func status(what, name, ip string) (*abi.LoadBalancerStatus, error) {
+	if ip == "" {
+		return nil, errors.New("simcloud: " + what + ": the cloud reported load balancer " + quote(name) + " without an IP")
 	}
-	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{IP: lb.IP, IPMode: "VIP"}}}, nil
+	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{IP: ip, IPMode: "VIP"}}}, nil
 }
 
 // GetLoadBalancerName derives the name from the Service UID only, like
@@ -191,11 +205,11 @@ func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Servi
 	if err != nil || lb == nil {
 		return nil, false, err
 	}
-	status, err := lb.status(what)
+	st, err := status(what, lb.Name, lb.IP)
 	if err != nil {
 		return nil, false, err
 	}
-	return status, true, nil
+	return st, true, nil
 }
 
 // spec builds the load balancer the Service asks for, without targets.
@@ -316,13 +330,13 @@ func (p *Provider) listInstances(ctx context.Context, what string) ([]instance, 
 }
 
 // write sends lb with POST (create) or PUT (update) and decodes the cloud's
-// 2xx answer into out. A create also returns a 409 conflict as a response;
+// 2xx answer into out (a *loadBalancer, or an *lbAddress for a create). A create also returns a 409 conflict as a response;
 // for an update, a 404 is an error wrapping sdk.ErrNotFound. When the cloud
 // rejects the request as invalid (400) and the targets were not verified
 // yet, they may name an instance that was terminated while its Node still
 // exists: the targets are then checked and, if that drops any, the request
 // is sent once more.
-func (p *Provider) write(ctx context.Context, what, method string, lb, out *loadBalancer, svc *abi.Service, nodes []abi.Node) (*rest.Request, *abi.HTTPResponse, error) {
+func (p *Provider) write(ctx context.Context, what, method string, lb *loadBalancer, out any, svc *abi.Service, nodes []abi.Node) (*rest.Request, *abi.HTTPResponse, error) {
 	req := &rest.Request{What: what, Method: method, Path: "/v1/loadbalancers", Into: out, Accept: []int32{400}}
 	if method == "PUT" {
 		req.Path += "/" + rest.PathEscape(lb.Name)
@@ -370,14 +384,14 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 		return nil, err
 	}
 	if have == nil {
-		var lb loadBalancer
-		req, resp, err := p.write(ctx, what, "POST", want, &lb, svc, nodes)
+		var created lbAddress
+		req, resp, err := p.write(ctx, what, "POST", want, &created, svc, nodes)
 		if err != nil {
 			return nil, err
 		}
 		if resp.StatusCode != 409 {
-			p.logf(abi.LogInfo, "created load balancer "+name+" with IP "+lb.IP+" for Service "+serviceName(svc))
-			return lb.status(what)
+			p.logf(abi.LogInfo, "created load balancer "+name+" with IP "+created.IP+" for Service "+serviceName(svc))
+			return status(what, created.Name, created.IP)
 		}
 		// Either the load balancer exists after all, or the requested IP
 		// is taken; only a fresh read tells which.
@@ -396,13 +410,13 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 	}
 	if sameSpec(have, want) {
 		p.logf(abi.LogDebug, "load balancer "+name+" of Service "+serviceName(svc)+" is up to date")
-		return have.status(what)
+		return status(what, have.Name, have.IP)
 	}
 	lb, err := p.update(ctx, what, want, svc, nodes)
 	if err != nil {
 		return nil, err
 	}
-	return lb.status(what)
+	return status(what, lb.Name, lb.IP)
 }
 
 // update replaces the load balancer's spec with want.

@@ -197,10 +197,8 @@ func gone(resp *abi.HTTPResponse) bool {
 	if ct := resp.Header("Content-Type"); !strings.HasPrefix(strings.TrimSpace(ct), "application/json") {
 		return false
 	}
-	var e struct {
-		Error *string `json:"error"`
-	}
-	if json.Unmarshal(resp.Body, &e) != nil || e.Error == nil {
+	var e errorBody
+	if e.UnmarshalJSON(resp.Body) != nil || e.Error == nil {
 		return false
 	}
 	return !strings.HasPrefix(*e.Error, "no such endpoint")
@@ -209,13 +207,17 @@ func gone(resp *abi.HTTPResponse) bool {
 // errorMessage extracts the {"error": "..."} message of an error response;
 // "" lets the rest client quote the body.
 func errorMessage(resp *abi.HTTPResponse) string {
-	var e struct {
-		Error string `json:"error"`
-	}
-	if json.Unmarshal(resp.Body, &e) == nil {
-		return e.Error
+	var e errorBody
+	if e.UnmarshalJSON(resp.Body) == nil && e.Error != nil {
+		return *e.Error
 	}
 	return ""
+}
+
+// errorBody is the cloud's error answer, {"error": "..."}; Error is nil
+// when the member is missing or null.
+type errorBody struct {
+	Error *string `json:"error"`
 }
 
 // ---- errors ----

@@ -6,9 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +114,52 @@ func BenchmarkLoadBalancerNodes(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkLoadBalancerCreate is EnsureLoadBalancer as the scale test's
+// Services phase calls it: a new Service over 1,000 Nodes, so a GET that
+// finds nothing and a POST with 1,000 targets whose answer lists them all.
+// The Nodes carry what the CCM sends a load balancer call (name, UID,
+// provider ID, addresses; see runtime/provider's toLBNodes), in the
+// unsorted order of the informer's cache. The load balancer is deleted in
+// the cloud after each call, so that every call creates it. cpu-ns/op is
+// the process's CPU time per call, the measure of the scale test, which a
+// loaded machine disturbs less than the elapsed time.
+func BenchmarkLoadBalancerCreate(b *testing.B) {
+	ctx := context.Background()
+	const n = 1000
+	for _, v := range variants {
+		b.Run(fmt.Sprintf("nodes=%d/%s", n, v.name), func(b *testing.B) {
+			e := newCloudEnvN(b, simcloud.Global{}, n)
+			t := newCachedTarget(b, e, v, 0)
+			req := lbRequestN(n)
+			for i := range req.Nodes {
+				nd := &req.Nodes[i]
+				nd.Labels, nd.Annotations, nd.PodCIDRs = nil, nil, nil
+			}
+			rand.New(rand.NewPCG(1, 2)).Shuffle(len(req.Nodes), func(i, j int) {
+				req.Nodes[i], req.Nodes[j] = req.Nodes[j], req.Nodes[i]
+			})
+			name := ("a" + strings.ReplaceAll(req.Service.UID, "-", ""))[:32]
+			cpuBefore := processCPU(b)
+			measure(b, func() error {
+				if err := t.ensureLoadBalancer(ctx, req); err != nil {
+					return err
+				}
+				return e.cloud.DeleteLoadBalancer(name)
+			})
+			b.ReportMetric(float64(processCPU(b)-cpuBefore)/float64(b.N), "cpu-ns/op")
+		})
+	}
+}
+
+// processCPU is the user and system CPU time the process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func firstLines(s string, n int) string {
