@@ -195,3 +195,23 @@ func TestMethodsCoverEveryExport(t *testing.T) {
 		t.Errorf("export %s has no method entry", e)
 	}
 }
+
+// TestUnmarshalShared: strings decoded by UnmarshalShared equal those of
+// Unmarshal and, like them, do not change when the input buffer is reused.
+func TestUnmarshalShared(t *testing.T) {
+	in := &LoadBalancerRequest{ClusterName: "c", Service: sampleService(), Nodes: []Node{sampleNode(), sampleNode()}}
+	buf := Marshal(nil, in)
+	var copied, shared LoadBalancerRequest
+	if err := Unmarshal(buf, &copied); err != nil {
+		t.Fatal(err)
+	}
+	if err := UnmarshalShared(buf, &shared); err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	if !reflect.DeepEqual(&shared, &copied) || !reflect.DeepEqual(&shared, in) {
+		t.Fatalf("UnmarshalShared gave %+v, want %+v", shared, in)
+	}
+}

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"reflect"
 	"testing"
 )
 
@@ -34,16 +35,23 @@ func FuzzDecodeResult(f *testing.F) {
 }
 
 // FuzzDecodeRequest covers the guest side: the SDK decodes what the host
-// sends with the same decoder.
+// sends with the same decoder, strings shared or not, which must agree.
 func FuzzDecodeRequest(f *testing.F) {
 	svc := sampleService()
 	f.Add(Marshal(nil, &LoadBalancerRequest{ClusterName: "c", Service: svc, Nodes: []Node{sampleNode()}}))
 	f.Add(Marshal(nil, &HTTPResponse{StatusCode: 200, Headers: []Header{{"A", "b"}}, Body: []byte("{}")}))
 	f.Fuzz(func(t *testing.T, data []byte) {
+		inputs := []func() Message{func() Message { return &HTTPRequest{} }, func() Message { return &HTTPResponse{} }}
 		for _, m := range Methods {
-			_ = Unmarshal(data, m.Input())
+			inputs = append(inputs, m.Input)
 		}
-		_ = Unmarshal(data, &HTTPRequest{})
-		_ = Unmarshal(data, &HTTPResponse{})
+		for _, in := range inputs {
+			copied, shared := in(), in()
+			err := Unmarshal(data, copied)
+			sharedErr := UnmarshalShared(data, shared)
+			if (err == nil) != (sharedErr == nil) || err == nil && !reflect.DeepEqual(copied, shared) {
+				t.Fatalf("%T: Unmarshal gave %+v, %v; UnmarshalShared %+v, %v", copied, copied, err, shared, sharedErr)
+			}
+		}
 	})
 }

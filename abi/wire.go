@@ -82,6 +82,9 @@ func (e *Encoder) StringMap(m map[string]string) {
 type Decoder struct {
 	buf []byte
 	err error
+	// shared, when set, is a copy of the whole input, of which String
+	// returns slices instead of copying each string (UnmarshalShared).
+	shared string
 }
 
 // NewDecoder returns a Decoder over b. Decoded strings are copies, so b may
@@ -190,7 +193,15 @@ func (d *Decoder) raw() []byte {
 }
 
 // String reads a length-prefixed string.
-func (d *Decoder) String() string { return string(d.raw()) }
+func (d *Decoder) String() string {
+	b := d.raw()
+	if d.shared == "" || len(b) == 0 {
+		return string(b)
+	}
+	// d.buf is what follows b in the input, and shared is all of it.
+	end := len(d.shared) - len(d.buf)
+	return d.shared[end-len(b) : end]
+}
 
 // ByteSlice reads a length-prefixed byte slice into a fresh copy; nil when empty.
 func (d *Decoder) ByteSlice() []byte {
@@ -249,6 +260,18 @@ func Unmarshal(b []byte, m Message) error {
 	return d.Finish()
 }
 
+// UnmarshalShared is Unmarshal with every decoded string a slice of one
+// copy of b instead of a copy of its own: one allocation per message
+// rather than one per string, which for a load balancer call over every
+// Node of a cluster is most of the decoding. Any string kept keeps the
+// whole copy alive, so it suits a heap that frees nothing anyway (TinyGo's
+// leaking collector); byte slices are still copied one by one.
+func UnmarshalShared(b []byte, m Message) error {
+	d := Decoder{buf: b, shared: string(b)}
+	m.Decode(&d)
+	return d.Finish()
+}
+
 // list helpers: every slice of messages in the ABI is a counted sequence.
 
 func encodeList[T any, P interface {
@@ -285,7 +308,10 @@ func decodeListUpTo[T any, P interface {
 	// Count assumed one byte per element; a struct of several fields takes
 	// several, and many times more once decoded, so the count is checked
 	// against the element's own least size before anything is allocated.
-	if n > len(d.buf)/minEncodedSize[T, P]() {
+	// A short list is exempt: it allocates little whatever its count
+	// claims, elements the input cannot back fail to decode all the same,
+	// and the check costs an encoding, which every Node's Addresses paid.
+	if n > shortList && n > len(d.buf)/minEncodedSize[T, P]() {
 		d.fail()
 		return nil
 	}
@@ -295,6 +321,10 @@ func decodeListUpTo[T any, P interface {
 	}
 	return list
 }
+
+// shortList is the longest list decodeListUpTo allocates without checking
+// its count against the element's least encoded size.
+const shortList = 16
 
 // minEncodedSize is the fewest bytes an element of type T can take: its
 // zero value's encoding, since every field encodes shortest when empty.

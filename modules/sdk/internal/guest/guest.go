@@ -95,7 +95,7 @@ func Dispatch(in []byte, req abi.Message, fn func() (abi.Message, error)) []byte
 		return encode(abi.Outcome{Status: abi.StatusError, Message: "guest: no implementation registered for this export"}, nil)
 	}
 	if req != nil {
-		if err := abi.Unmarshal(in, req); err != nil {
+		if err := unmarshal(in, req); err != nil {
 			return encode(abi.Outcome{Status: abi.StatusError, Message: "guest: decoding request: " + err.Error()}, nil)
 		}
 	}
