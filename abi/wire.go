@@ -110,6 +110,13 @@ func (d *Decoder) Uint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	// Most varints (string lengths, counts) are one byte: read them without
+	// binary.Uvarint's loop, which a guest pays per iteration.
+	if len(d.buf) > 0 && d.buf[0] < 0x80 {
+		v := uint64(d.buf[0])
+		d.buf = d.buf[1:]
+		return v
+	}
 	v, n := binary.Uvarint(d.buf)
 	if n <= 0 {
 		d.fail()
