@@ -1,6 +1,8 @@
 package simcloud
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -32,6 +34,11 @@ func (w *jsonWriter) str(s string) {
 	const hex = "0123456789abcdef"
 	w.b = append(w.b, '"')
 	for i := 0; i < len(s); {
+		if n := plainPrefix(s, i); n > 0 {
+			w.b = append(w.b, s[i:i+n]...)
+			i += n
+			continue
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			switch {
@@ -86,4 +93,22 @@ func (w *jsonWriter) stringMap(m map[string]string) {
 		w.str(m[k])
 	}
 	w.b = append(w.b, '}')
+}
+
+// plainPrefix counts the bytes of s from i, up to eight, before the first
+// that a JSON string cannot hold as it is: a control character, '"', '\\'
+// or a byte of a non-ASCII character. It tests the eight as one integer
+// because in a module every loop iteration costs a call out of the
+// compiled code (wazero's check that the call may go on).
+func plainPrefix[T string | []byte](s T, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	var b [8]byte // past the end of s, zeros: control characters
+	copy(b[:], s[i:])
+	x := binary.LittleEndian.Uint64(b[:])
+	// Each test sets the high bit of the bytes it finds, exactly up to the
+	// first one (a borrow only carries upwards): a byte below 0x20 borrows
+	// into it, and a byte equal to c is a zero byte of x^(ones*c).
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	found := x&highs | (x-ones*0x20)&^x&highs | (quote-ones)&^quote&highs | (backslash-ones)&^backslash&highs
+	return bits.TrailingZeros64(found) / 8
 }

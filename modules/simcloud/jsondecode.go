@@ -235,15 +235,15 @@ func (d *decoder) string() (string, error) {
 	start := d.pos
 	// Fast path: no escapes, all ASCII.
 	for d.pos < len(d.data) {
-		c := d.data[d.pos]
-		if c == '"' {
+		if n := plainPrefix(d.data, d.pos); n > 0 {
+			d.pos += n
+			continue
+		}
+		if d.data[d.pos] == '"' {
 			d.pos++
 			return string(d.data[start : d.pos-1]), nil
 		}
-		if c == '\\' || c < ' ' || c >= utf8.RuneSelf {
-			break
-		}
-		d.pos++
+		break // an escape, a control character or non-ASCII
 	}
 	b := append([]byte(nil), d.data[start:d.pos]...)
 	for d.pos < len(d.data) {
@@ -277,6 +277,10 @@ func (d *decoder) string() (string, error) {
 func (d *decoder) skipString() error {
 	d.pos++ // "
 	for d.pos < len(d.data) {
+		if n := plainPrefix(d.data, d.pos); n > 0 {
+			d.pos += n
+			continue
+		}
 		switch c := d.data[d.pos]; {
 		case c == '"':
 			d.pos++

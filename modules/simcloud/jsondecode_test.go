@@ -128,3 +128,27 @@ func FuzzDecodeAgreesWithEncodingJSON(f *testing.F) {
 	}
 	f.Fuzz(decodeBoth)
 }
+
+// TestPlainPrefix: plainPrefix counts what a byte-by-byte loop counts, for
+// every byte value at every position, near the end of the input or not.
+func TestPlainPrefix(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\' }
+	for pos := range 10 {
+		for c := range 256 {
+			b := []byte("abcdefghij")
+			b[pos] = byte(c)
+			for n := range len(b) + 1 {
+				s := string(b[:n])
+				for from := 0; from <= min(2, n); from++ {
+					want := 0
+					for want < 8 && from+want < n && plain(s[from+want]) {
+						want++
+					}
+					if got := plainPrefix(s, from); got != want {
+						t.Fatalf("plainPrefix(%q, %d) = %d, want %d", s, from, got, want)
+					}
+				}
+			}
+		}
+	}
+}

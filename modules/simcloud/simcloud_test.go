@@ -1028,7 +1028,8 @@ func TestRoutePrefix(t *testing.T) {
 // ---- helpers ----
 
 func TestJSONWriter(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"uote\back`, "nl\n\r\t\x01\x1f", "ünïcödé ☃", "bad\xffutf8", "<&>"} {
+	for _, s := range []string{"", "plain", `q"uote\back`, "nl\n\r\t\x01\x1f", "ünïcödé ☃", "bad\xffutf8", "<&>",
+		"exactly8", "seven77\"", "0123456789abcdef\\x", "i-0001 and a longer\tone ☃ after"} {
 		var w jsonWriter
 		w.str(s)
 		var back string
