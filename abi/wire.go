@@ -33,7 +33,13 @@ func (e *Encoder) Bytes() []byte { return e.buf }
 func (e *Encoder) Reset() { e.buf = e.buf[:0] }
 
 // Uint appends an unsigned varint.
-func (e *Encoder) Uint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
+func (e *Encoder) Uint(v uint64) {
+	if v < 0x80 {
+		e.buf = append(e.buf, byte(v))
+		return
+	}
+	e.buf = binary.AppendUvarint(e.buf, v)
+}
 
 // Int appends a zig-zag signed varint.
 func (e *Encoder) Int(v int64) { e.buf = binary.AppendVarint(e.buf, v) }
