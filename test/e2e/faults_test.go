@@ -295,6 +295,13 @@ func (e *env) setFault(t *testing.T, f simcloud.Fault) {
 // createLBService creates a LoadBalancer Service in namespace default.
 func (e *env) createLBService(t *testing.T, name string) *v1.Service {
 	t.Helper()
+	return e.createClassLBService(t, name, "")
+}
+
+// createClassLBService creates a LoadBalancer Service of a load balancer
+// class (none when empty) in namespace default.
+func (e *env) createClassLBService(t *testing.T, name, class string) *v1.Service {
+	t.Helper()
 	svc := &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: v1.ServiceSpec{
@@ -302,6 +309,9 @@ func (e *env) createLBService(t *testing.T, name string) *v1.Service {
 			Selector: map[string]string{"app": name},
 			Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}},
 		},
+	}
+	if class != "" {
+		svc.Spec.LoadBalancerClass = &class
 	}
 	svc, err := e.client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{})
 	if err != nil {

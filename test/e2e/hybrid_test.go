@@ -13,7 +13,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
@@ -215,32 +214,6 @@ func (h *hybridEnv) testUnroutedNode(t *testing.T) {
 	}
 }
 
-// loadBalancerService creates a LoadBalancer Service of the class (none
-// when empty).
-func (h *hybridEnv) loadBalancerService(t *testing.T, name, class string) *v1.Service {
-	t.Helper()
-	svc := &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: v1.ServiceSpec{
-			Type:     v1.ServiceTypeLoadBalancer,
-			Selector: map[string]string{"app": name},
-			Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: v1.ProtocolTCP}},
-		},
-	}
-	if class != "" {
-		svc.Spec.LoadBalancerClass = &class
-	}
-	svc, err := h.client.CoreV1().Services("default").Create(context.Background(), svc, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
-}
-
-func (h *hybridEnv) getService(name string) (*v1.Service, error) {
-	return h.client.CoreV1().Services("default").Get(context.Background(), name, metav1.GetOptions{})
-}
-
 // waitServed waits for the Service's ingress and finalizer.
 func (h *hybridEnv) waitServed(t *testing.T, name string) *v1.Service {
 	t.Helper()
@@ -272,7 +245,7 @@ func (h *hybridEnv) testServices(t *testing.T) {
 	h.waitInitialized(t, "hc-a")
 	const hcCreate = "POST /v1/load_balancers"
 
-	plain := h.loadBalancerService(t, "plain", "")
+	plain := h.createClassLBService(t, "plain", "")
 	h.waitServed(t, "plain")
 	simLB, ok := h.simLoadBalancer(string(plain.UID))
 	if !ok {
@@ -285,7 +258,7 @@ func (h *hybridEnv) testServices(t *testing.T) {
 		t.Fatalf("the Hetzner fake got %d load balancer creates for a Service without class", n)
 	}
 
-	hetzner := h.loadBalancerService(t, "hetzner", hcloudClass)
+	hetzner := h.createClassLBService(t, "hetzner", hcloudClass)
 	h.waitServed(t, "hetzner")
 	hcLB, ok := h.hc.loadBalancer(string(hetzner.UID))
 	if !ok {
@@ -315,7 +288,7 @@ func (h *hybridEnv) testServices(t *testing.T) {
 	})
 
 	// A class served elsewhere: no module acts on it.
-	h.loadBalancerService(t, "elsewhere", "example.com/other")
+	h.createClassLBService(t, "elsewhere", "example.com/other")
 	time.Sleep(3 * time.Second)
 	s, err := h.getService("elsewhere")
 	if err != nil {
@@ -338,7 +311,7 @@ func (h *hybridEnv) testServices(t *testing.T) {
 // reaches the simulated cloud. Both clouds took only their own tokens.
 func (h *hybridEnv) testCredentialsIsolation(t *testing.T) {
 	before := h.cloud.Counters()
-	h.loadBalancerService(t, "rogue", rogueClass)
+	h.createClassLBService(t, "rogue", rogueClass)
 	eventually(t, 30*time.Second, "module rogue's requests to the simulated cloud refused", func() (bool, error) {
 		m := h.ccm.metrics(t, h.dir)
 		return metricValue(m, "wasmccm_host_http_requests_total", `module="rogue"`, `host="denied"`) > 0, nil
