@@ -41,6 +41,8 @@ type flight struct {
 	writes uint64
 	done   chan struct{}
 	sent   sent
+	// joined counts the requests waiting on this one.
+	joined atomic.Int32
 }
 
 // write marks the start or end of a write.
@@ -55,6 +57,7 @@ func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent,
 	writes := f.writes.Load()
 	f.mu.Lock()
 	if fl, ok := f.inFlight[key]; ok && fl.writes == writes {
+		fl.joined.Add(1)
 		f.mu.Unlock()
 		select {
 		case <-fl.done:

@@ -20,6 +20,7 @@ import (
 func TestCoalescedReads(t *testing.T) {
 	var gets, posts atomic.Int32
 	release := make(chan struct{})
+	var released sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
 			posts.Add(1)
@@ -30,6 +31,8 @@ func TestCoalescedReads(t *testing.T) {
 		w.Write([]byte("listing"))
 	}))
 	defer srv.Close()
+	// A failed check must not leave the handlers, hence srv.Close, waiting.
+	defer released.Do(func() { close(release) })
 	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, MaxRequestBytes: 1 << 20}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +61,7 @@ func TestCoalescedReads(t *testing.T) {
 	waitFor(t, func() bool { return gets.Load() == 2 })
 	wg.Go(func() { answer(ctx, h, get(abi.Header{Name: "Cache-Control", Value: "no-cache"})) })
 	waitFor(t, func() bool { return gets.Load() == 3 })
-	close(release)
+	released.Do(func() { close(release) })
 	wg.Wait()
 	for i, b := range bodies {
 		if b != "listing" {
@@ -188,6 +191,7 @@ func TestCoalescedReadOnlyPosts(t *testing.T) {
 	var mu sync.Mutex
 	arrived := map[string]int{}
 	release := make(chan struct{})
+	var released sync.Once
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
@@ -200,6 +204,8 @@ func TestCoalescedReadOnlyPosts(t *testing.T) {
 		w.Write(append([]byte("answer to "), body...))
 	}))
 	defer srv.Close()
+	// A failed check must not leave the handlers, hence srv.Close, waiting.
+	defer released.Do(func() { close(release) })
 	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, MaxRequestBytes: 1 << 20}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -223,6 +229,14 @@ func TestCoalescedReadOnlyPosts(t *testing.T) {
 		wg.Go(func() { answers[i] = string(answer(ctx, h, post("Action=DescribeInstances", true)).Body) })
 	}
 	waitFor(t, func() bool { return count("POST Action=DescribeInstances") == 1 })
+	// The other two have joined before any write begins.
+	key, _ := coalesceKey(post("Action=DescribeInstances", true))
+	waitFor(t, func() bool {
+		h.flights.mu.Lock()
+		defer h.flights.mu.Unlock()
+		fl := h.flights.inFlight[key]
+		return fl != nil && fl.joined.Load() == 2
+	})
 	wg.Go(func() { answers[3] = string(answer(ctx, h, post("Action=DescribeVpcs", true)).Body) })
 	for i := 4; i < 6; i++ {
 		wg.Go(func() { answers[i] = string(answer(ctx, h, post("Action=DescribeInstances", false)).Body) })
@@ -237,7 +251,7 @@ func TestCoalescedReadOnlyPosts(t *testing.T) {
 	waitFor(t, func() bool { return count("POST Action=DescribeInstances") == 4 })
 	wg.Go(func() { answer(ctx, h, post("Action=DescribeInstances", true)) })
 	time.Sleep(50 * time.Millisecond) // it joins meanwhile
-	close(release)
+	released.Do(func() { close(release) })
 	wg.Wait()
 	if n := count("POST Action=DescribeInstances"); n != 4 {
 		t.Errorf("%d DescribeInstances POSTs reached the cloud, want 4: 1 for 3 marked, 2 unmarked, 1 for 2 marked after the unmarked", n)
