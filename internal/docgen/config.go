@@ -80,17 +80,10 @@ func walkConfig(s *sources, sections *[]*configSection, path string, t reflect.T
 	}
 	fieldDocs := map[string]string{}
 	if st, ok := spec.Type.(*ast.StructType); ok {
-		previous := ""
 		for _, f := range st.Fields.List {
-			doc := oneLine(f.Doc.Text())
 			for _, name := range f.Names {
-				// "A and B are ..." above A documents B too.
-				if doc == "" && strings.Contains(previous, name.Name) {
-					doc = previous
-				}
-				fieldDocs[name.Name] = doc
+				fieldDocs[name.Name] = oneLine(f.Doc.Text())
 			}
-			previous = doc
 		}
 	}
 	sec := &configSection{path: path, doc: typeDoc}

@@ -4,8 +4,9 @@ import "net/http"
 
 // BasicAuth sends HTTP basic authentication.
 type BasicAuth struct {
-	// UsernameKey and PasswordKey are the Secret keys that hold them.
+	// UsernameKey is the Secret key that holds the user name.
 	UsernameKey string `json:"usernameKey"`
+	// PasswordKey is the Secret key that holds the password.
 	PasswordKey string `json:"passwordKey"`
 }
 

@@ -17,8 +17,9 @@ import (
 type OAuth2ClientCredentialsAuth struct {
 	// TokenURL is the token endpoint, asked by the host.
 	TokenURL string `json:"tokenURL"`
-	// ClientIDKey and ClientSecretKey are the Secret keys that hold them.
-	ClientIDKey     string `json:"clientIDKey"`
+	// ClientIDKey is the Secret key that holds the client ID.
+	ClientIDKey string `json:"clientIDKey"`
+	// ClientSecretKey is the Secret key that holds the client secret.
 	ClientSecretKey string `json:"clientSecretKey"`
 	// Scopes are the OAuth2 scopes the token is asked for.
 	Scopes []string `json:"scopes,omitempty"`

@@ -16,16 +16,18 @@ import (
 // Service are defaults that a request may override with the
 // abi.HeaderSigV4Region and abi.HeaderSigV4Service headers.
 type SigV4Auth struct {
-	// AccessKeyIDKey and SecretAccessKeyKey are the Secret keys that
-	// hold the access key.
-	AccessKeyIDKey     string `json:"accessKeyIDKey"`
+	// AccessKeyIDKey is the Secret key that holds the access key's ID.
+	AccessKeyIDKey string `json:"accessKeyIDKey"`
+	// SecretAccessKeyKey is the Secret key that holds its secret.
 	SecretAccessKeyKey string `json:"secretAccessKeyKey"`
 	// SessionTokenKey, when set, holds a session token of temporary
 	// credentials.
 	SessionTokenKey string `json:"sessionTokenKey,omitempty"`
-	// Region and Service are the defaults a request may override with
-	// abi.HeaderSigV4Region and abi.HeaderSigV4Service.
-	Region  string `json:"region,omitempty"`
+	// Region is the default a request may override with
+	// abi.HeaderSigV4Region.
+	Region string `json:"region,omitempty"`
+	// Service is the default a request may override with
+	// abi.HeaderSigV4Service.
 	Service string `json:"service,omitempty"`
 }
 

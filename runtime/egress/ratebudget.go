@@ -20,8 +20,9 @@ import (
 type RateLimit struct {
 	// Origin is "scheme://host[:port]", one of the allowed origins.
 	Origin string `json:"origin"`
-	// PerHour or PerSecond, exactly one, is the sustained rate.
-	PerHour   int `json:"perHour,omitempty"`
+	// PerHour is the sustained rate per hour; exclusive with PerSecond.
+	PerHour int `json:"perHour,omitempty"`
+	// PerSecond is the sustained rate per second; exclusive with PerHour.
 	PerSecond int `json:"perSecond,omitempty"`
 	// Burst is how many requests may go back to back after a quiet spell.
 	// Default 1: requests evenly spaced.

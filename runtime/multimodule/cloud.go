@@ -15,6 +15,7 @@
 package multimodule
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -31,7 +32,6 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
-	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -72,28 +72,30 @@ const notRoutedEvery = 10 * time.Minute
 
 // Open starts the CCM's provider from the cloud-config at path: a Cloud
 // when it lists several modules, else the one module's provider.Cloud.
+// The file is read again only to follow a changed module.image.
 func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.Interface, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("opening cloud-config: %w", err)
 	}
 	if !IsMulti(data) {
-		return provider.Open(ctx, path, kube)
+		cfg, err := provider.ParseConfig(bytes.NewReader(data))
+		if err != nil {
+			return nil, err
+		}
+		return provider.Start(ctx, cfg, provider.Options{Kube: kube, Reread: func() (*provider.Config, error) { return provider.ReadConfigFile(path) }})
 	}
-	cfg, err := readConfig(path)
+	cfg, err := ParseConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, err
 	}
-	return Start(ctx, cfg, kube, func() (*Config, error) { return readConfig(path) })
-}
-
-func readConfig(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening cloud-config: %w", err)
-	}
-	defer f.Close()
-	return ParseConfig(f)
+	return Start(ctx, cfg, kube, func() (*Config, error) {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("opening cloud-config: %w", err)
+		}
+		return ParseConfig(bytes.NewReader(data))
+	})
 }
 
 // Start starts every module of cfg. A module that cannot start stops the
@@ -107,7 +109,7 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 	worst := make([]int, len(cfg.Modules))
 	total := 0
 	for i, m := range cfg.Modules {
-		worst[i] = worstCaseMiB(m)
+		worst[i] = worstCaseMiB(m, kube != nil)
 		total += worst[i]
 	}
 	for i := range cfg.Modules {
@@ -148,13 +150,8 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 
 // worstCaseMiB is what module m may cost at most (runtime/membudget):
 // what the other modules' budgets count for it.
-func worstCaseMiB(m Module) int {
-	copies := 1
-	if m.Module.ReloadInterval.Duration > 0 || !m.Module.LastKnownGood.Disabled {
-		copies = 2
-	}
-	l := m.Limits
-	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies).ModuleMiB()
+func worstCaseMiB(m Module, kube bool) int {
+	return m.MemoryBudget(m.RollsOut(kube)).ModuleMiB()
 }
 
 // capable refuses a module whose exports cannot serve what the

@@ -35,18 +35,6 @@ import (
 // ProviderName is the --cloud-provider name wasmccm registers.
 const ProviderName = "wasm"
 
-// Open starts provider "wasm" as the CCM does: from the --cloud-config
-// file at cloudConfigPath, with the cluster reached through kube (nil: no
-// last-known-good record). The path lets a changed module.image be picked
-// up.
-func Open(ctx context.Context, cloudConfigPath string, kube *rest.Config) (*Cloud, error) {
-	cfg, err := ReadConfigFile(cloudConfigPath)
-	if err != nil {
-		return nil, err
-	}
-	return Start(ctx, cfg, Options{Kube: kube, Reread: func() (*Config, error) { return ReadConfigFile(cloudConfigPath) }})
-}
-
 // ReadConfigFile parses the cloud-config at path.
 func ReadConfigFile(path string) (*Config, error) {
 	f, err := os.Open(path)
@@ -57,9 +45,8 @@ func ReadConfigFile(path string) (*Config, error) {
 	return ParseConfig(f)
 }
 
-// Options are how a module is started beside the cloud-config: by Open
-// for the one module of a CCM, or by runtime/multimodule for each of
-// several.
+// Options are how a module is started beside its cloud-config, by
+// runtime/multimodule: the one module of a CCM, or each of several.
 type Options struct {
 	// Name labels the module's metrics and prefixes its Events; default
 	// the module file's base name, unprefixed.
@@ -70,7 +57,7 @@ type Options struct {
 	// module.image is followed; nil: it is not.
 	Reread func() (*Config, error)
 	// OtherModulesMiB is what the other modules of the process may cost
-	// at most, counted in this module's memory budget.
+	// at most (Config.MemoryBudget), counted in this module's budget.
 	OtherModulesMiB int
 	// Owns says which Nodes are the module's: the deletion budget counts
 	// and probes only those, and rollouts compare answers about them
@@ -142,7 +129,7 @@ func New(ctx context.Context, cfg *Config) (*Cloud, error) {
 // memory and rate budgets of the cloud-config applied. configuredErr is a
 // problem found before reading the configured module (a failed pull).
 func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Store, configuredErr error) (*Cloud, error) {
-	if err := applyMemoryBudget(cfg, opts.OtherModulesMiB, cfg.Module.ReloadInterval.Duration > 0 || store != nil); err != nil {
+	if err := applyMemoryBudget(cfg, opts.OtherModulesMiB, cfg.RollsOut(store != nil)); err != nil {
 		return nil, err
 	}
 	throttled := &rateEvents{}
@@ -177,20 +164,33 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 // it at a fake tree.
 var cgroupRoot = "/"
 
+// MemoryBudget is the most the module of c may cost (runtime/membudget),
+// zero limits taking their defaults. twoCopies: a rollout, at start or by
+// hot reload, runs the old and the new module at once.
+func (c *Config) MemoryBudget(twoCopies bool) membudget.Budget {
+	copies := 1
+	if twoCopies {
+		copies = 2
+	}
+	l := c.Limits
+	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
+}
+
+// RollsOut reports whether the module of c can run beside another copy:
+// a rollout by hot reload, or one at start from the last-known-good
+// record, which needs the cluster (kube).
+func (c *Config) RollsOut(kube bool) bool {
+	return c.Module.ReloadInterval.Duration > 0 || kube && !c.Module.LastKnownGood.Disabled
+}
+
 // applyMemoryBudget refuses a configuration whose modules could need more
 // memory than the container has, or lowers its pool size when
 // limits.fitPoolToMemory allows it (runtime/membudget). othersMiB is what
-// the process's other modules may cost; twoModules: a rollout, at start
-// or by hot reload, runs two copies of this one at once.
-func applyMemoryBudget(cfg *Config, othersMiB int, twoModules bool) error {
-	copies := 1
-	if twoModules {
-		copies = 2
-	}
-	l := cfg.Limits
-	wanted := membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
+// the process's other modules may cost.
+func applyMemoryBudget(cfg *Config, othersMiB int, twoCopies bool) error {
+	wanted := cfg.MemoryBudget(twoCopies)
 	wanted.OtherModulesMiB = othersMiB
-	applied, err := membudget.Apply(wanted, l.FitPoolToMemory, cgroupRoot)
+	applied, err := membudget.Apply(wanted, cfg.Limits.FitPoolToMemory, cgroupRoot)
 	if err != nil {
 		return err
 	}
