@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetznercloud/hcloud-go/v2/hcloud"
+	"github.com/hetznercloud/hcloud-go/v2/hcloud/schema"
 
 	"github.com/wasmccm/wasmccm/examples/faultinject"
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
@@ -97,15 +98,23 @@ func TestServers(t *testing.T) {
 	}
 }
 
-func TestLoadBalancerLifecycle(t *testing.T) {
+// twoServersInANetwork is a fake cloud, its official client, and servers a
+// and b in network k8s.
+func twoServersInANetwork(t *testing.T) (*hcloudfake.Cloud, *hcloud.Client, schema.Network, schema.Server, schema.Server) {
+	t.Helper()
 	cloud, client := newClient(t, hcloudfake.Options{ActionPolls: 1})
-	ctx := context.Background()
 	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
 	if err != nil {
 		t.Fatal(err)
 	}
 	a, _ := cloud.AddServer(hcloudfake.Server{Name: "a", Network: network.ID})
 	b, _ := cloud.AddServer(hcloudfake.Server{Name: "b", Network: network.ID})
+	return cloud, client, network, a, b
+}
+
+func TestLoadBalancerLifecycle(t *testing.T) {
+	cloud, client, network, a, b := twoServersInANetwork(t)
+	ctx := context.Background()
 
 	res, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{
 		Name: "svc", LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"}, Location: &hcloud.Location{Name: "fsn1"},
@@ -306,14 +315,8 @@ func TestLoadBalancerTypeLimits(t *testing.T) {
 // create request, as the real API takes them, has them all with every
 // setting, and update_service changes HTTP and health check settings.
 func TestLoadBalancerCreateWithServicesAndTargets(t *testing.T) {
-	cloud, client := newClient(t, hcloudfake.Options{ActionPolls: 1})
+	_, client, network, a, b := twoServersInANetwork(t)
 	ctx := context.Background()
-	network, err := cloud.AddNetwork("k8s", "10.0.0.0/16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, _ := cloud.AddServer(hcloudfake.Server{Name: "a", Network: network.ID})
-	b, _ := cloud.AddServer(hcloudfake.Server{Name: "b", Network: network.ID})
 	res, _, err := client.LoadBalancer.Create(ctx, hcloud.LoadBalancerCreateOpts{
 		Name: "svc", LoadBalancerType: &hcloud.LoadBalancerType{Name: "lb11"}, Location: &hcloud.Location{Name: "fsn1"},
 		Network: &hcloud.Network{ID: network.ID},
