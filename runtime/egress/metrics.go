@@ -20,19 +20,20 @@ var (
 		Help:           "GET requests answered by joining an identical request already in flight for another instance, by destination (the allowed origin).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module", "host"})
-	// The rate budget is the process's, shared by its modules: its series
-	// carry the configured origin (scheme://host:port), no module.
+	// Each module has a rate budget of its own (its shadow shares it): the
+	// series carry the module and the configured origin
+	// (scheme://host:port).
 	httpRateWait = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace: "wasmccm", Subsystem: "host", Name: "http_rate_wait_seconds",
 		Help:           "Time requests to an origin of http.rateLimits waited for its rate budget before being sent.",
 		Buckets:        metrics.ExponentialBuckets(0.001, 4, 9),
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"origin"})
+	}, []string{"module", "origin"})
 	httpThrottled = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "wasmccm", Subsystem: "host", Name: "http_throttled_total",
 		Help:           "Requests to an origin of http.rateLimits throttled: by host, answered 429 by the host because the budget had no room before the call's deadline; by cloud, answered 429 by the cloud; by shadow, requests of a module in shadow answered 429 by the host for want of spare room.",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"origin", "by"})
+	}, []string{"module", "origin", "by"})
 )
 
 var registerOnce sync.Once

@@ -50,7 +50,7 @@ func TestRefusedRequestsCostNoToken(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sent.Store(0)
-			budget, err := NewRateBudget([]RateLimit{{Origin: api.URL, PerHour: 1}}, []string{api.URL}, nil)
+			budget, err := NewRateBudget("test", []RateLimit{{Origin: api.URL, PerHour: 1}}, []string{api.URL}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

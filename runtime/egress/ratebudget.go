@@ -170,6 +170,8 @@ const maxCloudDelay = time.Hour
 // pace a quota into a 429 or stall it for an hour, so the host acts on
 // them only where the operator has said how the origin's headers read.
 type RateBudget struct {
+	// module labels the budget's metrics.
+	module string
 	// buckets is keyed by origin.String(), the label the request path
 	// already has.
 	buckets    map[string]*bucket
@@ -178,11 +180,11 @@ type RateBudget struct {
 	reported *reportgate.Gate
 }
 
-// NewRateBudget makes the budget of limits, whose origins must be among
-// allowedOrigins. onThrottle, when set, is told when requests to an origin
+// NewRateBudget makes module's budget of limits, whose origins must be
+// among allowedOrigins. onThrottle, when set, is told when requests to an origin
 // are throttled, at most once per origin per minute; it must not block. No
 // limits make a nil budget, which limits nothing.
-func NewRateBudget(limits []RateLimit, allowedOrigins []string, onThrottle func(Throttle)) (*RateBudget, error) {
+func NewRateBudget(module string, limits []RateLimit, allowedOrigins []string, onThrottle func(Throttle)) (*RateBudget, error) {
 	if len(limits) == 0 {
 		return nil, nil
 	}
@@ -190,7 +192,7 @@ func NewRateBudget(limits []RateLimit, allowedOrigins []string, onThrottle func(
 	if err != nil {
 		return nil, err
 	}
-	r := &RateBudget{buckets: map[string]*bucket{}, onThrottle: onThrottle, reported: reportgate.New(throttleReportInterval)}
+	r := &RateBudget{module: module, buckets: map[string]*bucket{}, onThrottle: onThrottle, reported: reportgate.New(throttleReportInterval)}
 	var errs []error
 	for i, l := range limits {
 		b, err := newBucket(l, allowed)
@@ -417,14 +419,14 @@ func (r *RateBudget) wait(ctx context.Context, o string, timeout time.Duration, 
 		// A shadow's 429 reads as any other: a module that could tell it
 		// runs in shadow could behave until it is promoted.
 		if shadow {
-			httpThrottled.WithLabelValues(b.label, throttledShadow).Inc()
+			httpThrottled.WithLabelValues(r.module, b.label, throttledShadow).Inc()
 		} else {
-			httpThrottled.WithLabelValues(b.label, ThrottledByHost).Inc()
+			httpThrottled.WithLabelValues(r.module, b.label, ThrottledByHost).Inc()
 			r.report(b, now, ThrottledByHost, delay)
 		}
 		return throttledResponse(b.label, delay), codeThrottled
 	}
-	httpRateWait.WithLabelValues(b.label).Observe(delay.Seconds())
+	httpRateWait.WithLabelValues(r.module, b.label).Observe(delay.Seconds())
 	if delay <= 0 {
 		return nil, ""
 	}
@@ -450,7 +452,7 @@ func (r *RateBudget) observe(o string, status int, h http.Header) {
 	now := time.Now()
 	pause := b.observe(now, status, h)
 	if status == http.StatusTooManyRequests {
-		httpThrottled.WithLabelValues(b.label, ThrottledByCloud).Inc()
+		httpThrottled.WithLabelValues(r.module, b.label, ThrottledByCloud).Inc()
 		r.report(b, now, ThrottledByCloud, pause)
 	}
 }

@@ -41,7 +41,7 @@ func TestNewRateBudget(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r, err := NewRateBudget(tc.limits, allowed, nil)
+			r, err := NewRateBudget("test", tc.limits, allowed, nil)
 			if tc.want == "" {
 				if err != nil || len(r.buckets) != len(tc.limits) {
 					t.Fatalf("got %v, %v; want %d buckets", r, err, len(tc.limits))
@@ -53,7 +53,7 @@ func TestNewRateBudget(t *testing.T) {
 			}
 		})
 	}
-	if r, err := NewRateBudget(nil, allowed, nil); r != nil || err != nil {
+	if r, err := NewRateBudget("test", nil, allowed, nil); r != nil || err != nil {
 		t.Fatalf("no limits: %v, %v; want a nil budget", r, err)
 	}
 }
@@ -67,7 +67,7 @@ func testBucket(t *testing.T, perSecond, burst int) *bucket {
 func testBucketOf(t *testing.T, l RateLimit) *bucket {
 	t.Helper()
 	l.Origin = "https://api.example.com"
-	r, err := NewRateBudget([]RateLimit{l}, []string{l.Origin}, nil)
+	r, err := NewRateBudget("test", []RateLimit{l}, []string{l.Origin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +209,7 @@ func TestRateBucketLowQuotaStopsBurst(t *testing.T) {
 
 func TestThrottleReportsOncePerMinute(t *testing.T) {
 	var reports int
-	r, err := NewRateBudget([]RateLimit{{Origin: "https://api.example.com", PerSecond: 1}}, []string{"https://api.example.com"}, func(Throttle) { reports++ })
+	r, err := NewRateBudget("test", []RateLimit{{Origin: "https://api.example.com", PerSecond: 1}}, []string{"https://api.example.com"}, func(Throttle) { reports++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestRateBudgetThrottles(t *testing.T) {
 			srv, sent := budgetServer(t, tc.respond)
 			var reports throttles
 			tc.limit.Origin = srv.URL
-			budget, err := NewRateBudget([]RateLimit{tc.limit}, []string{srv.URL}, reports.report)
+			budget, err := NewRateBudget("budgeted", []RateLimit{tc.limit}, []string{srv.URL}, reports.report)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,8 +290,8 @@ func TestRateBudgetThrottles(t *testing.T) {
 				t.Fatal(err)
 			}
 			label := mustOrigin(t, srv.URL).String()
-			hostBefore, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues(label, ThrottledByHost))
-			cloudBefore, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues(label, ThrottledByCloud))
+			hostBefore, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues("budgeted", label, ThrottledByHost))
+			cloudBefore, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues("budgeted", label, ThrottledByCloud))
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			if resp := answer(ctx, h, &abi.HTTPRequest{URL: srv.URL + "/a"}); resp.Error != "" {
@@ -310,10 +310,15 @@ func TestRateBudgetThrottles(t *testing.T) {
 			if n := sent.Load(); n != 1 {
 				t.Fatalf("the cloud got %d requests, want 1: the throttled one must not be sent", n)
 			}
-			hostAfter, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues(label, ThrottledByHost))
-			cloudAfter, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues(label, ThrottledByCloud))
+			hostAfter, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues("budgeted", label, ThrottledByHost))
+			cloudAfter, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues("budgeted", label, ThrottledByCloud))
 			if hostAfter-hostBefore != 1 || cloudAfter-cloudBefore != tc.byCloud {
 				t.Errorf("throttled by host +%v, by cloud +%v; want +1, +%v", hostAfter-hostBefore, cloudAfter-cloudBefore, tc.byCloud)
+			}
+			// The series are the budget's module's: another module reaching
+			// the same origin has a budget, and counts, of its own.
+			if other, _ := testutil.GetCounterMetricValue(httpThrottled.WithLabelValues("other", label, ThrottledByHost)); other != 0 {
+				t.Errorf("module other counted %v throttled requests it never made", other)
 			}
 			// One report a minute: the cloud's 429, if any, is the one.
 			want := ThrottledByHost
@@ -343,7 +348,7 @@ func mustOrigin(t testing.TB, s string) origin.Origin {
 // the deadline waits for its token and is sent.
 func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 	srv, sent := budgetServer(t, func(w http.ResponseWriter) {})
-	budget, err := NewRateBudget([]RateLimit{{Origin: srv.URL, PerSecond: 10}}, []string{srv.URL}, nil)
+	budget, err := NewRateBudget("test", []RateLimit{{Origin: srv.URL, PerSecond: 10}}, []string{srv.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -371,7 +376,7 @@ func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 // waits for the budget gets an error, not a request sent after it ended.
 func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 	const o = "https://api.example.com"
-	budget, err := NewRateBudget([]RateLimit{{Origin: o, PerSecond: 1}}, []string{o}, nil)
+	budget, err := NewRateBudget("test", []RateLimit{{Origin: o, PerSecond: 1}}, []string{o}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +398,7 @@ func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 func BenchmarkRateBudgetWait(b *testing.B) {
 	RegisterMetrics()
 	limited := "https://api.example.com"
-	budget, err := NewRateBudget([]RateLimit{{Origin: limited, PerSecond: 1}}, []string{limited, "https://other.example.com"}, nil)
+	budget, err := NewRateBudget("test", []RateLimit{{Origin: limited, PerSecond: 1}}, []string{limited, "https://other.example.com"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

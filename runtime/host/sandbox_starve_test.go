@@ -29,7 +29,7 @@ func TestSetShadow(t *testing.T) {
 	var sent atomic.Int32
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent.Add(1) }))
 	defer cloud.Close()
-	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestShadowThrottledCallIsWithheld(t *testing.T) {
 	defer cloud.Close()
 	// Four tokens and no refill within the test: a shadow may take two,
 	// leaving half the burst.
-	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 	}
 	cloud, elsewhere := sleeper(starveCloudLatency), sleeper(starveShadowPause)
 	allowed := []string{cloud.URL, elsewhere.URL}
-	budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
+	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestRateBudgetSharedByModules(t *testing.T) {
 	)
 	var cfg Config
 	first := newFixture(t, wasmbuild.Go, func(c *Config) {
-		budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, func(t egress.Throttle) {
+		budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, func(t egress.Throttle) {
 			mu.Lock()
 			defer mu.Unlock()
 			reports = append(reports, t)
@@ -319,6 +319,7 @@ func rateWaitSeconds(t testing.TB, rawURL string) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var sum float64
 	for _, f := range families {
 		if f.GetName() != "wasmccm_host_http_rate_wait_seconds" {
 			continue
@@ -326,10 +327,10 @@ func rateWaitSeconds(t testing.TB, rawURL string) float64 {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
 				if l.GetName() == "origin" && l.GetValue() == label {
-					return m.GetHistogram().GetSampleSum()
+					sum += m.GetHistogram().GetSampleSum()
 				}
 			}
 		}
 	}
-	return 0
+	return sum
 }

@@ -275,7 +275,7 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 	limit := func(burst int) func(*testModule) {
 		return func(tm *testModule) {
 			origins := tm.host.HTTP.AllowedOrigins
-			budget, err := egress.NewRateBudget([]egress.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
+			budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -132,12 +132,13 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 	if err := applyMemoryBudget(cfg, opts.OtherModulesMiB, cfg.RollsOut(store != nil)); err != nil {
 		return nil, err
 	}
+	name := orDefault(opts.Name, moduleName(cfg.Module.Path))
 	throttled := &rateEvents{}
 	var err error
-	if cfg.HTTP.budget, err = egress.NewRateBudget(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
+	if cfg.HTTP.budget, err = egress.NewRateBudget(name, cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
-	c := newBareCloud(cfg, orDefault(opts.Name, moduleName(cfg.Module.Path)))
+	c := newBareCloud(cfg, name)
 	c.owns = opts.Owns
 	if opts.Name != "" {
 		c.events.prefix = "module " + opts.Name + ": "

@@ -183,7 +183,7 @@ func (c *Config) Validate() error {
 	}
 	if _, err := egress.ParseAllowedOrigins(c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
-	} else if _, err := egress.NewRateBudget(c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
+	} else if _, err := egress.NewRateBudget("", c.HTTP.RateLimits, c.HTTP.AllowedOrigins, nil); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))
 	}
 	if err := credentials.Validate(c.Credentials, c.HTTP.AllowedOrigins); err != nil {
