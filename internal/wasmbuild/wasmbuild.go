@@ -100,29 +100,46 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 	}
 	out := filepath.Join(CacheDir(), "modules", fmt.Sprintf("%s-%s-%s.wasm", filepath.Base(pkgDir), tc, key[:16]))
 	if _, err := os.Stat(out); err != nil {
-		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-			return "", err
-		}
-		// A file of its own to build into: tests in other processes, or
-		// other checkouts, may be building the same module at once.
-		f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
-		if err != nil {
-			return "", err
-		}
-		tmp := f.Name()
-		f.Close()
-		defer os.Remove(tmp)
-		cmd := exec.Command(cmdName, append(args, "-o", tmp, ".")...)
-		cmd.Dir, cmd.Env = pkgDir, append(os.Environ(), env...)
-		if output, err := cmd.CombinedOutput(); err != nil {
-			return "", fmt.Errorf("building %s with %s: %v\n%s", pkgDir, tc, err, output)
-		}
-		if err := os.Rename(tmp, out); err != nil {
+		if err := buildOnce(out, pkgDir, tc, cmdName, args, env); err != nil {
 			return "", err
 		}
 	}
 	built[memo] = out
 	return out, nil
+}
+
+// buildOnce builds the module into out unless another process does first.
+// Tests in other processes, or other checkouts, may want the same module
+// at once (the packages of `go test ./...` run side by side): one builds
+// it while the others wait for the result, rather than each compiling it,
+// which on a cold cache costs tens of seconds of CPU apiece.
+func buildOnce(out, pkgDir string, tc Toolchain, cmdName string, args, env []string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockFile(out + ".lock")
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(out); err == nil {
+		return nil
+	}
+	// A file of its own to build into, renamed when complete: a reader
+	// that does not lock sees the whole module or none.
+	f, err := os.CreateTemp(filepath.Dir(out), filepath.Base(out)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	f.Close()
+	defer os.Remove(tmp)
+	cmd := exec.Command(cmdName, append(args, "-o", tmp, ".")...)
+	cmd.Dir, cmd.Env = pkgDir, append(os.Environ(), env...)
+	if output, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building %s with %s: %v\n%s", pkgDir, tc, err, output)
+	}
+	return os.Rename(tmp, out)
 }
 
 func command(tc Toolchain) (name string, args, env []string, err error) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestCacheKeyIgnoresCheckoutPath: two checkouts of the same source share
@@ -39,5 +40,37 @@ func TestCacheKeyIgnoresCheckoutPath(t *testing.T) {
 	}
 	if changed := key(checkout("package main\n\nfunc main() {}\n")); changed == first {
 		t.Error("a changed source file kept the key")
+	}
+}
+
+// TestLockFileExcludes: a second holder of the build lock waits until the
+// first lets go, as a test process building the same module would.
+func TestLockFileExcludes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.wasm.lock")
+	unlock, err := lockFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan func())
+	go func() {
+		second, err := lockFile(path)
+		if err != nil {
+			t.Error(err)
+			second = func() {}
+		}
+		acquired <- second
+	}()
+	select {
+	case second := <-acquired:
+		second()
+		t.Fatal("the second lock was granted while the first was held")
+	case <-time.After(100 * time.Millisecond):
+	}
+	unlock()
+	select {
+	case second := <-acquired:
+		second()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second lock was not granted after the first was released")
 	}
 }
