@@ -1,8 +1,10 @@
 package aws
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -261,6 +263,42 @@ func TestNeverGoneOnDoubt(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestEmptyAnswerIsNotGone: a DescribeInstances by ID answered without
+// the instance, and without InvalidInstanceID.NotFound, is an error: EC2
+// never answers so for an instance that is gone, so the answer proves
+// nothing and must delete no Node.
+func TestEmptyAnswerIsNotGone(t *testing.T) {
+	e := newEnv(t, awsfake.DefaultSecretAccessKey)
+	fake := e.cloud.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if bytes.Contains(body, []byte("Action=DescribeInstances")) {
+			w.Header().Set("Content-Type", "text/xml")
+			io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?>
+<DescribeInstancesResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/"><requestId>r</requestId><reservationSet/></DescribeInstancesResponse>`)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	p := New(sigV4Host(t, srv.URL, awsfake.DefaultSecretAccessKey))
+	if err := p.Init(context.Background(), cluster, []byte(`{"region": "us-east-1", "clusterID": "c1", "ec2Endpoint": "`+srv.URL+`", "elbEndpoint": "`+srv.URL+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []*abi.Node{e.byID("running"), e.byID("stopped")} {
+		if exists, err := p.InstanceExists(context.Background(), node); err == nil {
+			t.Errorf("InstanceExists(%s) = %v without an error", node.ProviderID, exists)
+		}
+		if shutdown, err := p.InstanceShutdown(context.Background(), node); err == nil || shutdown {
+			t.Errorf("InstanceShutdown(%s) = %v, %v; want an error", node.ProviderID, shutdown, err)
+		}
+		if _, err := p.InstanceMetadata(context.Background(), node); err == nil || errors.Is(err, sdk.ErrNotFound) {
+			t.Errorf("InstanceMetadata(%s): %v, want an error other than NotFound", node.ProviderID, err)
+		}
 	}
 }
 

@@ -106,7 +106,13 @@ func (p *Provider) findInstance(ctx context.Context, node *abi.Node) (*instance,
 		if err != nil {
 			return nil, err
 		}
-		return pick(list, func(in *instance) bool { return in.ID == id }), nil
+		if in := pick(list, func(in *instance) bool { return in.ID == id }); in != nil {
+			return in, nil
+		}
+		// EC2 answers an ID it does not know with InvalidInstanceID.NotFound
+		// and describes a terminated instance for an hour: an answer
+		// without the instance is neither, and proves nothing gone.
+		return nil, errors.New("aws: DescribeInstances answered without instance " + id + " and without InvalidInstanceID.NotFound")
 	}
 	list, err := p.describeInstances(ctx, "finding the instance of Node "+node.Name,
 		filters(url.Values{}, "private-dns-name", node.Name, "tag-key", p.clusterTag))
