@@ -212,6 +212,18 @@ func relative(root, path string) string {
 	return filepath.ToSlash(rel)
 }
 
+// RepoRoot is the root of the wasmccm repository holding dir, found by
+// its go.mod: where a test finds the repository's files from its working
+// directory, which works with -trimpath too (runtime.Caller's file names
+// are then module paths).
+func RepoRoot(dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	return moduleRoot(abs)
+}
+
 func moduleRoot(dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
 		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module github.com/wasmccm/wasmccm\n")) {

@@ -21,7 +21,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
@@ -29,15 +28,13 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
-// repoRoot is the wasmccm repository, found from this file.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
-
 func build(t testing.TB, dir string) []byte {
 	t.Helper()
-	path, err := wasmbuild.Build(filepath.Join(repoRoot(), dir), wasmbuild.Go)
+	root, err := wasmbuild.RepoRoot(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := wasmbuild.Build(filepath.Join(root, dir), wasmbuild.Go)
 	if err != nil {
 		t.Fatal(err)
 	}
