@@ -86,19 +86,23 @@ stdlib_modules() {
 }
 
 # e2e runs the end-to-end tests as jobs, e2e_parallel at a time: each
-# package of test/... but test/e2e a job, and each top-level test of
-# test/e2e a job, a process of its own run from one test binary and one
-# manager binary built first. Jobs start longest first, by the durations of
-# the last run (kept in the cache; a job not timed yet counts as longest),
-# so that no long job starts last; their output follows, in list order.
+# package of test/... with tests but test/e2e a job, and each top-level
+# test of test/e2e a job, a process of its own. Every test binary and the
+# manager binary are built first, the test binaries by one go command,
+# which compiles what they share once (with one go test per job, jobs
+# started together each compiled it: minutes on a cold cache). Jobs start
+# longest first, by the durations of the last run (kept in the cache; a
+# job not timed yet counts as longest), so that no long job starts last;
+# their output follows, in list order.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
-  "$go" test -c -o "$dir/e2e.test" ./test/e2e
+  "$go" test -c -o "$dir/bin/" ./test/...
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
   {
-    "$go" list -f '{{.Dir}}' ./test/... | sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
+    "$go" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./test/... |
+      sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
     sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go
   } >"$dir/jobs"
   awk -v durations="$durations" '
@@ -108,8 +112,8 @@ e2e() {
   WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} bash -c '
     log="$1/$(tr / _ <<<"${0#./}").log" start=$SECONDS
     case $0 in
-    Test*) (cd test/e2e && exec "$1/e2e.test" -test.count=1 -test.timeout=40m -test.run="^$0\$") ;;
-    *) "$GO" test -count=1 -timeout 40m "$0" ;;
+    Test*) (cd test/e2e && exec "$1/bin/e2e.test" -test.count=1 -test.timeout=40m -test.run="^$0\$") ;;
+    *) (cd "$0" && exec "$1/bin/${0##*/}.test" -test.count=1 -test.timeout=40m) ;;
     esac >"$log" 2>&1
     rc=$?
     echo "$((SECONDS - start)) $0" >>"$1/durations"
@@ -126,6 +130,11 @@ e2e() {
 
 phase deps "$make" --no-print-directory deps
 phase node-deps "$make" --no-print-directory node-deps
+# From here on every go command builds as the manager image is built
+# (CGO_ENABLED=0, -trimpath; TinyGo, which needs cgo, is built by now):
+# one compilation of the dependency tree then serves lint, the tests and
+# the image suite's host platform, which a cold cache compiled twice.
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
 phase lint "$make" --no-print-directory lint
 phase chart "$make" --no-print-directory chart
 # shellcheck disable=SC2046 # one argument per package
