@@ -6,7 +6,7 @@
 # raw `go test -bench` output goes to $BENCH_OUT (default bin/bench.txt),
 # then test/bench/report prints it as tables, which also go, with the
 # command, the revision and the machine, to a dated result file,
-# $BENCH_RESULT (default docs/benchmarks/results/<UTC date>-bench.md),
+# $BENCH_RESULT (default docs/benchmarks/results/<UTC date>-bench-<revision>.md),
 # for BENCHMARKS.md to link; the guest memory figures of runtime/host's
 # BenchmarkGuestMemory go to bin/bench-memory.txt.
 #

@@ -113,9 +113,11 @@ wasmccm::load() {
 }
 
 # wasmccm::result_path KIND prints the default result file of a benchmark,
-# docs/benchmarks/results/<UTC date>-KIND.md, which the benchmark docs link.
+# docs/benchmarks/results/<UTC date>-KIND-<revision>.md, which the
+# benchmark docs link: a later run, of another revision, gets a file of
+# its own rather than replacing the one a note quotes.
 wasmccm::result_path() {
-  echo "docs/benchmarks/results/$(date -u +%Y-%m-%d)-$1.md"
+  echo "docs/benchmarks/results/$(date -u +%Y-%m-%d)-$1-$(wasmccm::revision).md"
 }
 
 # wasmccm::revision prints the work tree's revision, "-dirty" if it has

@@ -25,7 +25,7 @@
 #
 # The tables go to stdout and, with the command, the revision, the machine
 # and the load, to a dated result file, $WASMCCM_SCALE_RESULT (default
-# docs/benchmarks/results/<UTC date>-scale-<N>.md), for the benchmark docs
+# docs/benchmarks/results/<UTC date>-scale-<N>-<revision>.md), for the benchmark docs
 # to link; the raw figures go, as JSON, to $WASMCCM_SCALE_OUT (default
 # bin/scale-<N>-<UTC date and time>.json, so that runs do not overwrite
 # each other).
