@@ -533,11 +533,17 @@ func (d *decoder) instanceInto(in *instance) error {
 var addressFields = []string{"type", "address"}
 
 func (d *decoder) addressInto(a *address) error {
-	return d.structInto(addressFields, func(d *decoder, i int) error {
+	return d.stringPairInto(addressFields, &a.Type, &a.Address)
+}
+
+// stringPairInto decodes an object of two string fields, named by fields,
+// into first and second.
+func (d *decoder) stringPairInto(fields []string, first, second *string) error {
+	return d.structInto(fields, func(d *decoder, i int) error {
 		if i == 0 {
-			return d.stringInto(&a.Type)
+			return d.stringInto(first)
 		}
-		return d.stringInto(&a.Address)
+		return d.stringInto(second)
 	})
 }
 
@@ -567,12 +573,7 @@ func (d *decoder) loadBalancerInto(lb *loadBalancer) error {
 var lbAddressFields = []string{"name", "ip"}
 
 func (d *decoder) lbAddressInto(a *lbAddress) error {
-	return d.structInto(lbAddressFields, func(d *decoder, i int) error {
-		if i == 0 {
-			return d.stringInto(&a.Name)
-		}
-		return d.stringInto(&a.IP)
-	})
+	return d.stringPairInto(lbAddressFields, &a.Name, &a.IP)
 }
 
 var lbPortFields = []string{"name", "protocol", "port", "nodePort"}

@@ -370,8 +370,9 @@ func (p *Provider) listInstances(ctx context.Context, what string) ([]instance, 
 }
 
 // write sends lb with POST (create) or PUT (update) and decodes the cloud's
-// 2xx answer into out (a *loadBalancer, or an *lbAddress for a create). A create also returns a 409 conflict as a response;
-// for an update, a 404 is an error wrapping sdk.ErrNotFound. When the cloud
+// 2xx answer into out (a *loadBalancer, or an *lbAddress for a create). A
+// create also returns a 409 conflict as a response; for an update, a 404
+// is an error wrapping sdk.ErrNotFound. When the cloud
 // rejects the request as invalid (400) and the targets were not verified
 // yet, they may name an instance that was terminated while its Node still
 // exists: the targets are then checked and, if that drops any, the request
