@@ -96,18 +96,31 @@ func Build(opts Options) (v1.ImageIndex, error) {
 		}
 		defer os.RemoveAll(work)
 	}
-	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
-	for _, p := range opts.Platforms {
+	binaries := make([][]byte, len(opts.Platforms))
+	for i, p := range opts.Platforms {
 		bin := filepath.Join(work, p.OS+"-"+p.Architecture, path.Base(BinaryPath))
 		if err := Compile(opts.RepoRoot, Package, p, bin); err != nil {
 			return nil, err
 		}
-		binary, err := os.ReadFile(bin)
-		if err != nil {
+		if binaries[i], err = os.ReadFile(bin); err != nil {
 			return nil, err
 		}
+	}
+	return Index(opts.Platforms, binaries, ca)
+}
+
+// Index assembles the image index of Build from the manager already built
+// for each platform, binaries[i] for platforms[i], and the CA roots. It is
+// Build without the compiling, which is what lets the index of every
+// platform be checked without compiling for each.
+func Index(platforms []v1.Platform, binaries [][]byte, ca []byte) (v1.ImageIndex, error) {
+	if len(binaries) != len(platforms) {
+		return nil, fmt.Errorf("%d binaries for %d platforms", len(binaries), len(platforms))
+	}
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for i, p := range platforms {
 		img, err := Image(p, map[string]File{
-			BinaryPath: {Mode: 0o755, Data: binary},
+			BinaryPath: {Mode: 0o755, Data: binaries[i]},
 			CAPath:     {Mode: 0o644, Data: ca},
 		})
 		if err != nil {
