@@ -13,7 +13,9 @@
 # on free loopback ports, test by test, and spend most of their time
 # waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
 # a time (default 4): each package a job, and each top-level test of
-# test/e2e, by far the longest package, a job of its own.
+# test/e2e, by far the longest package, a job of its own. The fuzz phase,
+# which keeps both processors busy, runs beside those jobs rather than
+# after them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/lib.sh
@@ -35,10 +37,15 @@ revision=$(wasmccm::revision)
 phases=()
 e2e_jobs=""
 current=""
+beside_pid=""
 started=$SECONDS
 summary() {
   local rc=$?
   [[ -n "$current" ]] && phases+=("$current: failed after $((SECONDS - phase_start)) s")
+  if [[ -n "$beside_pid" ]]; then
+    kill -- "-$beside_pid" 2>/dev/null || kill "$beside_pid" 2>/dev/null || true
+    phases+=("$beside_name: stopped after $((SECONDS - beside_start)) s")
+  fi
   phases+=("total: $((SECONDS - started)) s")
   echo
   echo "make test, time by phase:"
@@ -78,6 +85,36 @@ phase() {
   current=""
 }
 
+# beside starts a phase in the background, in a process group of its own
+# (so that a failed run stops all of it), its output kept for
+# join_beside to print. One at a time.
+beside() {
+  beside_name=$1
+  shift
+  beside_start=$SECONDS
+  beside_log=$(mktemp)
+  set -m
+  "$@" >"$beside_log" 2>&1 &
+  beside_pid=$!
+  set +m
+}
+
+# join_beside waits for the phase beside started, prints its output and
+# records its time; it fails when that phase failed.
+join_beside() {
+  local rc=0
+  wait "$beside_pid" || rc=$?
+  beside_pid=""
+  echo "== $beside_name (run beside the end-to-end jobs)"
+  cat "$beside_log"
+  rm -f "$beside_log"
+  if ((rc != 0)); then
+    current=$beside_name phase_start=$beside_start
+    return "$rc"
+  fi
+  phases+=("$beside_name (beside e2e): $((SECONDS - beside_start)) s")
+}
+
 stdlib_modules() {
   local m
   for m in abi modules/sdk; do
@@ -93,13 +130,16 @@ stdlib_modules() {
 # started together each compiled it: minutes on a cold cache). Jobs start
 # longest first, by the durations of the last run (kept in the cache; a
 # job not timed yet counts as longest), so that no long job starts last;
-# their output follows, in list order.
+# their output follows, in list order. Once the binaries are built, the
+# fuzz phase starts beside the jobs: they spend most of their time waiting
+# for controllers, and fuzzing needs the processors.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/bin/" ./test/...
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
+  beside fuzz "$make" --no-print-directory fuzz
   {
     "$go" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./test/... |
       sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
@@ -141,4 +181,4 @@ phase chart "$make" --no-print-directory chart
 phase unit env WASMCCM_REQUIRE_TINYGO=1 "$go" test -count=1 $("$go" list ./... | grep -v /test/)
 phase unit-stdlib-modules stdlib_modules
 phase e2e e2e
-phase fuzz "$make" --no-print-directory fuzz
+join_beside
