@@ -49,30 +49,21 @@ etcd_version() {
 # build_into DIR builds both binaries into DIR/bin from a throwaway helper
 # module in DIR/mod, which the caller removes.
 build_into() {
-  local out=$1 work=$1/mod kube_gomod etcd
+  local out=$1 work=$1/mod etcd
   mkdir -p "$work"
 
   wasmccm::log "resolving k8s.io/kubernetes@$KUBE_VERSION"
-  kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$KUBE_VERSION")/go.mod"
-  etcd=$(etcd_version "$kube_gomod")
-  [[ -n "$etcd" ]] || wasmccm::die "no go.etcd.io/etcd/server/v3 in $kube_gomod"
-
-  local -a replaces
-  mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$KUBE_VERSION")
-  ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
+  etcd=$(etcd_version "$(wasmccm::module_dir "k8s.io/kubernetes@$KUBE_VERSION")/go.mod")
+  [[ -n "$etcd" ]] || wasmccm::die "no go.etcd.io/etcd/server/v3 in the go.mod of k8s.io/kubernetes@$KUBE_VERSION"
 
   (
     cd "$work"
-    export GOWORK=off GOFLAGS=-mod=mod
-    go mod init wasmccm.local/e2e-deps 2>get.log
-    go mod edit "${replaces[@]}"
-    wasmccm::log "fetching modules for kube-apiserver $KUBE_VERSION and etcd $etcd"
-    # go get lists every module it adds; keep that for failures only.
-    if ! go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
-      "go.etcd.io/etcd/server/v3@$etcd" 2>get.log; then
-      cat get.log >&2
-      wasmccm::die "could not resolve the modules for kube-apiserver and etcd"
-    fi
+    # Static and without build paths, as the release builds them and as
+    # make test builds the tests, so that what both compile is compiled
+    # once (wasmccm::kube_helper_module).
+    export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+    wasmccm::kube_helper_module e2e-deps "$KUBE_VERSION" \
+      "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" "go.etcd.io/etcd/server/v3@$etcd"
 
     wasmccm::log "building kube-apiserver $KUBE_VERSION (several minutes on a cold cache)"
     go build -trimpath -ldflags="$(wasmccm::kube_ldflags "$KUBE_VERSION")" -o "$out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver

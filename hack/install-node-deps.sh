@@ -58,26 +58,18 @@ command -v go >/dev/null || wasmccm::die "go is required on PATH"
 # build_into DIR builds the components into DIR/bin from a throwaway helper
 # module in DIR/mod, which the caller removes.
 build_into() {
-  local out=$1 work=$1/mod kube_gomod
+  local out=$1 work=$1/mod
   mkdir -p "$work"
-  wasmccm::log "resolving k8s.io/kubernetes@$KUBE_VERSION"
-  kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$KUBE_VERSION")/go.mod"
-  local -a replaces pkgs=()
-  mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$KUBE_VERSION")
-  ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
+  local -a pkgs=()
   for c in "${components[@]}"; do
     pkgs+=("k8s.io/kubernetes/cmd/$c@$KUBE_VERSION")
   done
   (
     cd "$work"
-    export GOWORK=off GOFLAGS=-mod=mod
-    go mod init wasmccm.local/node-deps 2>get.log
-    go mod edit "${replaces[@]}"
-    wasmccm::log "fetching modules for ${components[*]} $KUBE_VERSION"
-    if ! go get "${pkgs[@]}" 2>get.log; then
-      cat get.log >&2
-      wasmccm::die "could not resolve the modules for ${components[*]}"
-    fi
+    # As hack/install-e2e-deps.sh builds kube-apiserver: what they share
+    # is compiled once.
+    export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+    wasmccm::kube_helper_module node-deps "$KUBE_VERSION" "${pkgs[@]}"
     for c in "${components[@]}"; do
       wasmccm::log "building $c $KUBE_VERSION"
       go build -trimpath -ldflags="$(wasmccm::kube_ldflags "$KUBE_VERSION")" -o "$out/bin/$c" "k8s.io/kubernetes/cmd/$c"

@@ -85,6 +85,49 @@ wasmccm::kube_staging_replaces() {
     done
 }
 
+# wasmccm::kube_helper_module NAME VERSION PACKAGE@VERSION... makes, in the
+# current directory, the throwaway module NAME that Kubernetes components
+# are built from: it requires the packages given, replaces k8s.io/kubernetes'
+# staging modules at VERSION by their published versions, and raises each
+# module that provides packages both to them and to the repository's tests
+# to at least the repository's version. That last step lets one compilation
+# serve both: built as the tests are (CGO_ENABLED=0, -trimpath), a package
+# whose version and dependencies match has the same build cache key, so the
+# apimachinery, client-go and apiserver packages compiled for the components
+# are not compiled again for the tests. Run it with GOWORK=off
+# GOFLAGS=-mod=mod.
+wasmccm::kube_helper_module() {
+  local name=$1 version=$2 kube_gomod repo_modules
+  shift 2
+  kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$version")/go.mod"
+  local -a replaces raise
+  mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$version")
+  ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
+  go mod init "wasmccm.local/$name" 2>get.log
+  go mod edit "${replaces[@]}"
+  wasmccm::log "fetching modules for $name: $*"
+  if ! go get "$@" 2>get.log; then
+    cat get.log >&2
+    wasmccm::die "could not resolve the modules for $*"
+  fi
+  # The modules that provide packages, with their versions: those that
+  # differ are raised. Modules merely listed in a build list are left
+  # alone, since requiring one loads its own requirements and raises more.
+  local modules='{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}'
+  repo_modules=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && GOFLAGS= go list -deps -test -f "$modules" ./... | LC_ALL=C sort -u) ||
+    wasmccm::die "could not list the repository's modules"
+  mapfile -t raise < <(LC_ALL=C join <(go list -deps -f "$modules" "${@%@*}" | LC_ALL=C sort -u) <(echo "$repo_modules") |
+    awk '$2 != $3 { print "-require=" $1 "@" $3 }')
+  if ((${#raise[@]} > 0)); then
+    wasmccm::log "raising to the repository's versions: ${raise[*]#-require=}"
+    go mod edit "${raise[@]}"
+    go get "$@" 2>get.log || {
+      cat get.log >&2
+      wasmccm::die "could not resolve $* with the repository's module versions"
+    }
+  fi
+}
+
 # wasmccm::kube_ldflags VERSION prints the linker flags that stamp a
 # Kubernetes component built from the module proxy with VERSION, as a
 # release build would (`--version`, and the version the kubelet reports).
