@@ -170,11 +170,14 @@ e2e() {
 
 phase deps "$make" --no-print-directory deps
 phase node-deps "$make" --no-print-directory node-deps
-# From here on every go command builds as the manager image is built
-# (CGO_ENABLED=0, -trimpath; TinyGo, which needs cgo, is built by now):
-# one compilation of the dependency tree then serves lint, the tests and
-# the image suite's host platform, which a cold cache compiled twice.
-export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath"
+# From here on every go command builds as the manager image and the
+# Kubernetes components are built (CGO_ENABLED=0, -trimpath; TinyGo, which
+# needs cgo, is built by now): one compilation of a package then serves
+# the components, lint, the tests and the image suite. Binaries are linked
+# without DWARF (-ldflags=-w), which no test reads and which takes a good
+# part of each of the many links; a command with -ldflags of its own, such
+# as the image's, keeps them.
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -ldflags=-w"
 phase lint "$make" --no-print-directory lint
 phase chart "$make" --no-print-directory chart
 # shellcheck disable=SC2046 # one argument per package
