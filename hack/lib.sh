@@ -6,6 +6,10 @@
 # Every message goes to stderr so that an installer's stdout carries only the
 # path it installed, which callers capture with `| tail -1`.
 
+# WASMCCM_REPO is the repository the sourcing script belongs to, found when
+# this file is sourced, before a script changes directory.
+WASMCCM_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
 # wasmccm::cache_root prints the directory under which build products are
 # cached. It is outside the work tree so that a fresh clone, `git clean` or a
 # second checkout reuses binaries that take minutes to build.
@@ -110,11 +114,11 @@ wasmccm::kube_helper_module() {
     cat get.log >&2
     wasmccm::die "could not resolve the modules for $*"
   fi
-  # The modules that provide packages, with their versions: those that
-  # differ are raised. Modules merely listed in a build list are left
+  # The modules that provide packages, with their versions (a replacement's
+  # where one applies): those that differ are raised. Modules merely listed in a build list are left
   # alone, since requiring one loads its own requirements and raises more.
-  local modules='{{with .Module}}{{if not .Main}}{{.Path}} {{.Version}}{{end}}{{end}}'
-  repo_modules=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && GOFLAGS= go list -deps -test -f "$modules" ./... | LC_ALL=C sort -u) ||
+  local modules='{{with .Module}}{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
+  repo_modules=$(cd "$WASMCCM_REPO" && GOFLAGS= go list -deps -test -f "$modules" ./... | LC_ALL=C sort -u) ||
     wasmccm::die "could not list the repository's modules"
   mapfile -t raise < <(LC_ALL=C join <(go list -deps -f "$modules" "${@%@*}" | LC_ALL=C sort -u) <(echo "$repo_modules") |
     awk '$2 != $3 { print "-require=" $1 "@" $3 }')
@@ -153,6 +157,23 @@ wasmccm::machine() {
 # with the machine's load, so a benchmark records it before and after.
 wasmccm::load() {
   cut -d' ' -f1-3 /proc/loadavg
+}
+
+# wasmccm::cpu_ticks prints the processors' busy and total time so far, in
+# clock ticks, from the first line of /proc/stat (user to steal); nothing
+# where there is none.
+wasmccm::cpu_ticks() {
+  awk '/^cpu / { for (i = 2; i <= 9; i++) total += $i; print total - $5 - $6, total; exit }' /proc/stat 2>/dev/null || true
+}
+
+# wasmccm::busy_since TICKS prints the share of processor time, in percent,
+# that was busy since TICKS (from wasmccm::cpu_ticks), or "?" when unknown.
+# Near 100, a phase waits on the processors, and only less work or more
+# processors make it shorter; well below, it waits on something else.
+wasmccm::busy_since() {
+  awk -v then="$1" -v now="$(wasmccm::cpu_ticks)" 'BEGIN {
+    split(then, a, " "); split(now, b, " "); d = b[2] - a[2]
+    if (d > 0) printf "%d\n", 100 * (b[1] - a[1]) / d; else print "?" }'
 }
 
 # wasmccm::result_path KIND prints the default result file of a benchmark,

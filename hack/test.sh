@@ -2,8 +2,8 @@
 # Everything CI runs (make test), phase by phase, and how long each phase
 # took, printed at the end whether the run passed or not: lint, chart,
 # unit tests (the root module, then abi and the SDK, which are modules of
-# their own), end-to-end tests and a short run of every fuzz target. The
-# phase times also go, with the command, the revision, the machine, its
+# their own), end-to-end tests and a short run of every fuzz target, and
+# how busy the processors were in each. The phase times also go, with the command, the revision, the machine, its
 # load and whether the caches were warm, to $TEST_RESULT (default
 # bin/make-test.md; docs/benchmarks/results/<UTC date>-make-test.md records
 # a run in the docs).
@@ -35,33 +35,47 @@ load_at_start=$(wasmccm::load)
 revision=$(wasmccm::revision)
 
 phases=()
+busy=()
 e2e_jobs=""
 current=""
 beside_pid=""
 started=$SECONDS
+started_ticks=$(wasmccm::cpu_ticks)
+
+# record NAME TIME TICKS adds a phase's line to the summary: its time and
+# how busy the processors were since TICKS (wasmccm::cpu_ticks at its
+# start).
+record() {
+  phases+=("$1: $2")
+  busy+=("$(wasmccm::busy_since "$3")")
+}
+
 summary() {
-  local rc=$?
-  [[ -n "$current" ]] && phases+=("$current: failed after $((SECONDS - phase_start)) s")
+  local rc=$? i
+  [[ -n "$current" ]] && record "$current" "failed after $((SECONDS - phase_start)) s" "$phase_ticks"
   if [[ -n "$beside_pid" ]]; then
     kill -- "-$beside_pid" 2>/dev/null || kill "$beside_pid" 2>/dev/null || true
-    phases+=("$beside_name: stopped after $((SECONDS - beside_start)) s")
+    record "$beside_name" "stopped after $((SECONDS - beside_start)) s" "$beside_ticks"
   fi
-  phases+=("total: $((SECONDS - started)) s")
+  record total "$((SECONDS - started)) s" "$started_ticks"
   echo
-  echo "make test, time by phase:"
-  printf '  %s\n' "${phases[@]}"
+  echo "make test, time by phase (and how busy the processors were):"
+  for i in "${!phases[@]}"; do
+    echo "  ${phases[i]} (${busy[i]} %)"
+  done
   mkdir -p "$(dirname "$result")"
   {
     wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel hack/test.sh" "$revision" "$load_at_start" "$(wasmccm::load)"
     echo "Caches at the start: $caches_at_start."
     echo "Outcome: $([[ $rc == 0 ]] && echo passed || echo "failed (exit $rc)")."
     echo
-    echo "| phase | seconds |"
-    echo "|---|---:|"
-    local p
-    for p in "${phases[@]}"; do
-      echo "| ${p%%: *} | ${p#*: } |"
-    done | sed 's/ s |$/ |/'
+    echo "| phase | seconds | processors busy (%) |"
+    echo "|---|---:|---:|"
+    local time
+    for i in "${!phases[@]}"; do
+      time=${phases[i]#*: }
+      echo "| ${phases[i]%%: *} | ${time% s} | ${busy[i]} |"
+    done
     if [[ -n "$e2e_jobs" ]]; then
       echo
       echo "End-to-end jobs, $e2e_parallel at a time, longest first:"
@@ -80,8 +94,9 @@ phase() {
   current=$1
   shift
   phase_start=$SECONDS
+  phase_ticks=$(wasmccm::cpu_ticks)
   "$@"
-  phases+=("$current: $((SECONDS - phase_start)) s")
+  record "$current" "$((SECONDS - phase_start)) s" "$phase_ticks"
   current=""
 }
 
@@ -92,6 +107,7 @@ beside() {
   beside_name=$1
   shift
   beside_start=$SECONDS
+  beside_ticks=$(wasmccm::cpu_ticks)
   beside_log=$(mktemp)
   set -m
   "$@" >"$beside_log" 2>&1 &
@@ -109,10 +125,10 @@ join_beside() {
   cat "$beside_log"
   rm -f "$beside_log"
   if ((rc != 0)); then
-    current=$beside_name phase_start=$beside_start
+    current=$beside_name phase_start=$beside_start phase_ticks=$beside_ticks
     return "$rc"
   fi
-  phases+=("$beside_name (beside e2e): $((SECONDS - beside_start)) s")
+  record "$beside_name (beside e2e)" "$((SECONDS - beside_start)) s" "$beside_ticks"
 }
 
 stdlib_modules() {
