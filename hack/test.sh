@@ -3,10 +3,11 @@
 # took, printed at the end whether the run passed or not: lint, chart,
 # unit tests (the root module, then abi and the SDK, which are modules of
 # their own), end-to-end tests and a short run of every fuzz target, and
-# how busy the processors were in each. The phase times also go, with the command, the revision, the machine, its
-# load and whether the caches were warm, to $TEST_RESULT (default
-# bin/make-test.md; docs/benchmarks/results/<UTC date>-make-test.md records
-# a run in the docs).
+# how busy the processors were in each. The phase times also go, with the
+# command, the revision, the machine, its load and whether the caches were
+# warm, to $TEST_RESULT (default bin/make-test.md;
+# docs/benchmarks/results/<UTC date>-make-test.md records a run in the
+# docs).
 #
 # The end-to-end tests (test/..., the full conformance runs of
 # test/conformance among them) start their own API servers, clouds and CCMs
