@@ -10,6 +10,7 @@ package ccmimage
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -234,6 +235,46 @@ func tarLayer(files map[string]File) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// Entry is one entry of an image's layer: its header and, for a regular
+// file, its contents.
+type Entry struct {
+	Header *tar.Header
+	Data   []byte
+}
+
+// Entries reads the only layer of img, an image Image or SingleLayer made,
+// entry by entry, in the layer's order.
+func Entries(img v1.Image) ([]Entry, error) {
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, err
+	}
+	if len(layers) != 1 {
+		return nil, fmt.Errorf("%d layers, want 1", len(layers))
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var entries []Entry
+	tr := tar.NewReader(rc)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return entries, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		entries = append(entries, Entry{Header: hdr, Data: data})
+	}
 }
 
 // RefNameAnnotation names an image in an OCI layout; `ctr images import`

@@ -1,13 +1,8 @@
 package ccmimage
 
 import (
-	"archive/tar"
-	"errors"
-	"io"
 	"slices"
 	"testing"
-
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
 // TestIndex checks the index of every default platform from stand-in
@@ -52,26 +47,30 @@ func TestIndex(t *testing.T) {
 		if !cfg.Created.Time.Equal(Epoch) {
 			t.Errorf("%s: created %v, want %v", want, cfg.Created.Time, Epoch)
 		}
-		files := layerFiles(t, img)
+		entries, err := Entries(img)
+		if err != nil {
+			t.Fatal(err)
+		}
 		wantNames := []string{"etc/", "etc/ssl/", "etc/ssl/certs/", CAPath, "usr/", "usr/local/", "usr/local/bin/", BinaryPath}
 		var names []string
-		for _, f := range files {
-			names = append(names, f.name)
+		for _, e := range entries {
+			names = append(names, e.Header.Name)
+			if e.Header.Uid != 0 || e.Header.Gid != 0 || !e.Header.ModTime.Equal(Epoch) {
+				t.Errorf("%s: %s: owner %d:%d, time %v; want root and %v", want, e.Header.Name, e.Header.Uid, e.Header.Gid, e.Header.ModTime, Epoch)
+			}
+			switch e.Header.Name {
+			case BinaryPath:
+				if string(e.Data) != string(binaries[i]) || e.Header.Mode != 0o755 {
+					t.Errorf("%s: binary %q mode %o, want %q 0755", want, e.Data, e.Header.Mode, binaries[i])
+				}
+			case CAPath:
+				if string(e.Data) != string(ca) || e.Header.Mode != 0o644 {
+					t.Errorf("%s: CA roots %q mode %o", want, e.Data, e.Header.Mode)
+				}
+			}
 		}
 		if !slices.Equal(names, wantNames) {
 			t.Errorf("%s: files %q, want exactly %q", want, names, wantNames)
-		}
-		for _, f := range files {
-			switch f.name {
-			case BinaryPath:
-				if string(f.data) != string(binaries[i]) || f.mode != 0o755 {
-					t.Errorf("%s: binary %q mode %o, want %q 0755", want, f.data, f.mode, binaries[i])
-				}
-			case CAPath:
-				if string(f.data) != string(ca) || f.mode != 0o644 {
-					t.Errorf("%s: CA roots %q mode %o", want, f.data, f.mode)
-				}
-			}
 		}
 	}
 
@@ -87,48 +86,5 @@ func TestIndex(t *testing.T) {
 
 	if _, err := Index(DefaultPlatforms, binaries[:1], ca); err == nil {
 		t.Error("one binary for two platforms: no error")
-	}
-}
-
-type layerFile struct {
-	name string
-	mode int64
-	data []byte
-}
-
-// layerFiles reads img's only layer, checking that every entry is owned by
-// root and dated Epoch.
-func layerFiles(t *testing.T, img v1.Image) []layerFile {
-	t.Helper()
-	layers, err := img.Layers()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(layers) != 1 {
-		t.Fatalf("%d layers, want 1", len(layers))
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
-	var files []layerFile
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return files
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if hdr.Uid != 0 || hdr.Gid != 0 || !hdr.ModTime.Equal(Epoch) {
-			t.Errorf("%s: owner %d:%d, time %v; want root and %v", hdr.Name, hdr.Uid, hdr.Gid, hdr.ModTime, Epoch)
-		}
-		data, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, layerFile{hdr.Name, hdr.Mode, data})
 	}
 }

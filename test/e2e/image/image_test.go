@@ -7,9 +7,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -254,28 +252,13 @@ func readLayout(t *testing.T, dir, ref string) v1.ImageIndex {
 // layer, in order. Owners must be root and times fixed.
 func unpack(t *testing.T, img v1.Image, root string) []string {
 	t.Helper()
-	layers, err := img.Layers()
+	entries, err := ccmimage.Entries(img)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(layers) != 1 {
-		t.Fatalf("%d layers, want 1", len(layers))
-	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	var names []string
-	tr := tar.NewReader(rc)
-	for {
-		hdr, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, e := range entries {
+		hdr := e.Header
 		names = append(names, hdr.Name)
 		if hdr.Uid != 0 || hdr.Gid != 0 || !hdr.ModTime.Equal(ccmimage.Epoch) {
 			t.Errorf("%s: owner %d:%d, time %v; want root and %v", hdr.Name, hdr.Uid, hdr.Gid, hdr.ModTime, ccmimage.Epoch)
@@ -285,10 +268,7 @@ func unpack(t *testing.T, img v1.Image, root string) []string {
 		case tar.TypeDir:
 			err = os.MkdirAll(target, 0o755)
 		case tar.TypeReg:
-			var data []byte
-			if data, err = io.ReadAll(tr); err == nil {
-				err = os.WriteFile(target, data, os.FileMode(hdr.Mode))
-			}
+			err = os.WriteFile(target, e.Data, os.FileMode(hdr.Mode))
 		default:
 			err = fmt.Errorf("%s: unexpected type %c", hdr.Name, hdr.Typeflag)
 		}
