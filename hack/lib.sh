@@ -92,19 +92,20 @@ wasmccm::kube_staging_replaces() {
 # wasmccm::kube_helper_module NAME VERSION PACKAGE@VERSION... makes, in the
 # current directory, the throwaway module NAME that Kubernetes components
 # are built from: it requires the packages given, replaces k8s.io/kubernetes'
-# staging modules at VERSION by their published versions, and raises each
-# module that provides packages both to them and to the repository's tests
-# to at least the repository's version. That last step lets one compilation
-# serve both: built as the tests are (CGO_ENABLED=0, -trimpath), a package
-# whose version and dependencies match has the same build cache key, so the
-# apimachinery, client-go and apiserver packages compiled for the components
-# are not compiled again for the tests. Run it with GOWORK=off
+# staging modules at VERSION by their published versions, and also
+# requires, at the repository's version, each module that provides packages
+# both to them and to the repository's tests (the higher version is
+# selected, as always). That last step lets one compilation serve both:
+# built as the tests are (CGO_ENABLED=0, -trimpath), a package whose
+# version and dependencies match has the same build cache key, so the
+# apimachinery, client-go and apiserver packages compiled for the
+# components are not compiled again for the tests. Run it with GOWORK=off
 # GOFLAGS=-mod=mod.
 wasmccm::kube_helper_module() {
   local name=$1 version=$2 kube_gomod repo_modules
   shift 2
   kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$version")/go.mod"
-  local -a replaces raise
+  local -a replaces repo_versions
   mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$version")
   ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
   go mod init "wasmccm.local/$name" 2>get.log
@@ -114,17 +115,19 @@ wasmccm::kube_helper_module() {
     cat get.log >&2
     wasmccm::die "could not resolve the modules for $*"
   fi
-  # The modules that provide packages, with their versions (a replacement's
-  # where one applies): those that differ are raised. Modules merely listed in a build list are left
-  # alone, since requiring one loads its own requirements and raises more.
+  # The modules that provide packages, with their versions (a
+  # replacement's where one applies); those whose versions differ are
+  # required at the repository's. Modules merely listed in a build list
+  # are left alone: requiring one loads its own requirements and raises
+  # more.
   local modules='{{with .Module}}{{if not .Main}}{{.Path}} {{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}{{end}}{{end}}'
   repo_modules=$(cd "$WASMCCM_REPO" && GOFLAGS= go list -deps -test -f "$modules" ./... | LC_ALL=C sort -u) ||
     wasmccm::die "could not list the repository's modules"
-  mapfile -t raise < <(LC_ALL=C join <(go list -deps -f "$modules" "${@%@*}" | LC_ALL=C sort -u) <(echo "$repo_modules") |
+  mapfile -t repo_versions < <(LC_ALL=C join <(go list -deps -f "$modules" "${@%@*}" | LC_ALL=C sort -u) <(echo "$repo_modules") |
     awk '$2 != $3 { print "-require=" $1 "@" $3 }')
-  if ((${#raise[@]} > 0)); then
-    wasmccm::log "raising to the repository's versions: ${raise[*]#-require=}"
-    go mod edit "${raise[@]}"
+  if ((${#repo_versions[@]} > 0)); then
+    wasmccm::log "requiring the repository's versions: ${repo_versions[*]#-require=}"
+    go mod edit "${repo_versions[@]}"
     go get "$@" 2>get.log || {
       cat get.log >&2
       wasmccm::die "could not resolve $* with the repository's module versions"

@@ -14,9 +14,9 @@
 # on free loopback ports, test by test, and spend most of their time
 # waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
 # a time (default 4): each package a job, and each top-level test of
-# test/e2e, by far the longest package, a job of its own. The fuzz phase,
-# which keeps both processors busy, runs beside those jobs rather than
-# after them.
+# test/e2e, by far the longest package, a job of its own. The fuzz phase
+# runs beside those jobs rather than after them, in the processor time
+# their waiting leaves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/lib.sh
@@ -126,7 +126,7 @@ join_beside() {
   cat "$beside_log"
   rm -f "$beside_log"
   if ((rc != 0)); then
-    current=$beside_name phase_start=$beside_start phase_ticks=$beside_ticks
+    record "$beside_name" "failed after $((SECONDS - beside_start)) s" "$beside_ticks"
     return "$rc"
   fi
   record "$beside_name (beside e2e)" "$((SECONDS - beside_start)) s" "$beside_ticks"
@@ -148,8 +148,8 @@ stdlib_modules() {
 # longest first, by the durations of the last run (kept in the cache; a
 # job not timed yet counts as longest), so that no long job starts last;
 # their output follows, in list order. Once the binaries are built, the
-# fuzz phase starts beside the jobs: they spend most of their time waiting
-# for controllers, and fuzzing needs the processors.
+# fuzz phase starts beside the jobs, to use the processor time they leave
+# idle while they wait for controllers.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job rc=0 durations="$cache/e2e-durations"

@@ -78,8 +78,14 @@ func TestIndex(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d1, _ := idx.Digest()
-	d2, _ := again.Digest()
+	d1, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, err := again.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if d1 != d2 {
 		t.Errorf("same binaries, two digests: %s and %s", d1, d2)
 	}
