@@ -72,8 +72,8 @@ test-e2e: deps node-deps ## End-to-end tests only.
 fuzz: ## Short runs of every fuzz target.
 	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeResult$$' -fuzztime $(call fuzztime,400000x)
 	cd abi && $(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(call fuzztime,100000x)
-	$(GO) test ./runtime/provider -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(call fuzztime,300x)
-	$(GO) test ./runtime/deletion -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(call fuzztime,30000x)
+	$(GO) test ./runtime/cloudconfig -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(call fuzztime,300x)
+	$(GO) test ./runtime/deletion/window -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(call fuzztime,30000x)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(call fuzztime,50000x)
 	$(GO) test ./modules/aws -run '^$$' -fuzz '^FuzzParseXML$$' -fuzztime $(call fuzztime,80000x)
 

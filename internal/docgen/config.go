@@ -13,12 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
 var (
-	durationType = reflect.TypeFor[metav1.Duration]()
+	durationType = reflect.TypeFor[cloudconfig.Duration]()
 	rawType      = reflect.TypeFor[json.RawMessage]()
 	selectorType = reflect.TypeFor[metav1.LabelSelector]()
 )
@@ -30,12 +31,12 @@ type configSection struct {
 	rows      [][]string
 }
 
-// cloudConfigPage documents provider.Config, then multimodule.Config,
+// cloudConfigPage documents cloudconfig.Config, then multimodule.Config,
 // following their field types by reflection into whichever package
 // declares them.
 func cloudConfigPage(s *sources) (string, error) {
 	var one, several []*configSection
-	if err := walkConfig(s, &one, "", reflect.TypeFor[provider.Config](), reflect.ValueOf(provider.Defaults()), false); err != nil {
+	if err := walkConfig(s, &one, "", reflect.TypeFor[cloudconfig.Config](), reflect.ValueOf(provider.Defaults()), false); err != nil {
 		return "", err
 	}
 	if err := walkConfig(s, &several, "", reflect.TypeFor[multimodule.Config](), reflect.Value{}, true); err != nil {
@@ -43,10 +44,10 @@ func cloudConfigPage(s *sources) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("# cloud-config reference\n\n" +
-		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/provider.Config`, " +
+		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/cloudconfig.Config`, " +
 		"and from `runtime/multimodule.Config` for [several modules](#several-modules)). " +
 		"Unknown fields are refused. A default is what an absent or zero field means (`provider.Defaults`); " +
-		"limits are the values `provider.ParseConfig` accepts, found by trying them.\n")
+		"limits are the values `cloudconfig.Parse` accepts, found by trying them.\n")
 	writeSections(&b, one, "Top level", "##")
 	b.WriteString("\n## Several modules\n\n" +
 		"A cloud-config with a top-level `modules` list serves several modules from one CCM " +
@@ -193,7 +194,7 @@ func defaultOf(v reflect.Value) string {
 	if !v.IsValid() || v.IsZero() {
 		return ""
 	}
-	if d, ok := v.Interface().(metav1.Duration); ok {
+	if d, ok := v.Interface().(cloudconfig.Duration); ok {
 		return "`" + shortDuration(d.Duration) + "`"
 	}
 	if isObject(v.Type()) {
@@ -245,7 +246,7 @@ func accepts(path string, value any) bool {
 	if err != nil {
 		return false
 	}
-	_, err = provider.ParseConfig(bytes.NewReader(data))
+	_, err = cloudconfig.Parse(bytes.NewReader(data))
 	return err == nil
 }
 

@@ -1,6 +1,6 @@
 // Package docgen generates docs/reference from the code: the cloud-config
-// from provider.Config's types, their doc comments, provider.Defaults and
-// what ParseConfig accepts (config.go); the metrics from the metric
+// from cloudconfig.Config's types, their doc comments, provider.Defaults and
+// what cloudconfig.Parse accepts (config.go); the metrics from the metric
 // definitions in the module's packages (metrics.go); the Events from
 // runtime/events (events.go); the conformance rules from
 // conformance.Rules; and the command lines from the commands themselves

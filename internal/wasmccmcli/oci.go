@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/oci"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -39,7 +40,7 @@ func push(args []string, stdout io.Writer) error {
 	}
 	// Through the CCM's own loader, so that what is pushed is a module the
 	// CCM can read.
-	wasm, err := provider.ReadModule(provider.ModuleConfig{Path: fs.Arg(0)})
+	wasm, err := provider.ReadModule(cloudconfig.Module{Path: fs.Arg(0)})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/internal/conformance"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -89,13 +90,13 @@ func runConformance(configPath, specPath, modulePath string, rate float64) (*con
 	}
 	name := filepath.Base(modulePath)
 	return conformance.Run(context.Background(), conformance.Options{
-		Name: name, Wasm: wasm, Host: cfg.HostConfig(name), Spec: spec, Secrets: secrets, Rate: rate,
+		Name: name, Wasm: wasm, Host: provider.HostConfig(cfg, name), Spec: spec, Secrets: secrets, Rate: rate,
 	})
 }
 
 // moduleSecrets reads the values of the Secret keys the credentials name,
 // which the suite looks for where they must not appear.
-func moduleSecrets(c provider.CredentialsConfig) ([]string, error) {
+func moduleSecrets(c credentials.Config) ([]string, error) {
 	var secrets []string
 	for _, key := range c.SecretKeys() {
 		b, err := os.ReadFile(filepath.Join(c.Dir, key))

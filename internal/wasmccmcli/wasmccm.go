@@ -19,6 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/conformance"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
@@ -89,7 +90,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "wasmccm validate: want exactly one MODULE, the .wasm file (.wasm.gz too): wasmccm validate mycloud.wasm")
 		return 2
 	}
-	wasm, err := provider.ReadModule(provider.ModuleConfig{Path: args[0]})
+	wasm, err := provider.ReadModule(cloudconfig.Module{Path: args[0]})
 	if err != nil {
 		fmt.Fprintln(stderr, "wasmccm:", err)
 		return 1
@@ -179,7 +180,7 @@ func call(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return err
 	}
 	ctx := context.Background()
-	hostConfig := cfg.HostConfig(filepath.Base(modulePath))
+	hostConfig := provider.HostConfig(cfg, filepath.Base(modulePath))
 	recorder := recordCalls(&hostConfig, secrets, *trace, stderr)
 	mod, err := host.New(ctx, wasm, hostConfig)
 	if err != nil {
@@ -238,20 +239,20 @@ func optionalExport(export string) bool {
 // command line wins over the one in the file. FILE#NAME picks the module
 // NAME of a cloud-config of several modules (runtime/multimodule); a lone
 // module needs no name.
-func loadConfig(path, modulePath string) (*provider.Config, error) {
+func loadConfig(path, modulePath string) (*cloudconfig.Config, error) {
 	if path == "" {
-		return &provider.Config{Module: provider.ModuleConfig{Path: modulePath}}, nil
+		return &cloudconfig.Config{Module: cloudconfig.Module{Path: modulePath}}, nil
 	}
 	path, name, _ := strings.Cut(path, "#")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var cfg *provider.Config
+	var cfg *cloudconfig.Config
 	if multimodule.IsMulti(data) {
 		cfg, err = pickModule(data, name)
 	} else {
-		cfg, err = provider.ParseConfig(bytes.NewReader(data))
+		cfg, err = cloudconfig.Parse(bytes.NewReader(data))
 	}
 	if err != nil {
 		return nil, err
@@ -262,7 +263,7 @@ func loadConfig(path, modulePath string) (*provider.Config, error) {
 
 // pickModule returns module name's cloud-config from a cloud-config of
 // several modules.
-func pickModule(data []byte, name string) (*provider.Config, error) {
+func pickModule(data []byte, name string) (*cloudconfig.Config, error) {
 	multi, err := multimodule.ParseConfig(bytes.NewReader(data))
 	if err != nil {
 		return nil, err

@@ -40,27 +40,12 @@ import (
 // ceiling of their own, Percent of the cluster's Nodes per window
 // (default half), beyond which the plain budget applies again.
 
-// Defaults of safety.maxNodeDeletions.corroborated.
-const defaultCorroboratedPercent = 50
-
 // ProbeNodes Ready Nodes are asked about per control probe; its verdict is
 // kept for ProbeTTL.
 const (
 	ProbeNodes = 3
 	ProbeTTL   = 30 * time.Second
 )
-
-// CorroborationConfig is safety.maxNodeDeletions.corroborated: "gone"
-// answers past the budget that the control probe and, during probation,
-// the previous module corroborate are admitted up to Percent (default 50)
-// of the Nodes per window. Disabled holds every answer to the budget.
-type CorroborationConfig struct {
-	// Disabled holds every answer to the budget.
-	Disabled bool `json:"disabled,omitempty"`
-	// Percent of the Nodes is the most admitted per window, corroborated
-	// answers included.
-	Percent *int `json:"percent,omitempty"`
-}
 
 var deletionsCorroborated = metrics.NewCounterVec(&metrics.CounterOpts{
 	Namespace: "wasmccm", Subsystem: "node_deletion_budget", Name: "corroborated_total",

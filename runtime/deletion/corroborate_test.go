@@ -9,6 +9,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // TestGuard walks a budget of one Node in a cluster of ten, with the
@@ -16,7 +18,7 @@ import (
 // what each answer becomes, whether corroboration was asked for, and
 // whether a deferral is reported.
 func TestGuard(t *testing.T) {
-	b, _ := testBudget(BudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: CorroborationConfig{Percent: intp(50)}})
+	b := testBudget(cloudconfig.DeletionBudget{Count: intp(1), Percent: intp(0), Corroborated: cloudconfig.Corroboration{Percent: intp(50)}})
 	steps := []struct {
 		node string
 		// evidence is what corroboration finds missing, "" for none.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/credentials/credentialstest"
 	"github.com/wasmccm/wasmccm/runtime/origin"
@@ -50,7 +51,7 @@ func TestRefusedRequestsCostNoToken(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sent.Store(0)
-			budget, err := NewRateBudget("test", []RateLimit{{Origin: api.URL, PerHour: 1}}, []string{api.URL}, nil)
+			budget, err := NewRateBudget("test", []cloudconfig.RateLimit{{Origin: api.URL, PerHour: 1}}, []string{api.URL}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

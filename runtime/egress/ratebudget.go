@@ -2,58 +2,20 @@ package egress
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
-	"github.com/wasmccm/wasmccm/runtime/origin"
-)
-
-// RateLimit is one origin's request budget, an entry of the cloud-config's
-// http.rateLimits.
-type RateLimit struct {
-	// Origin is "scheme://host[:port]", one of the allowed origins.
-	Origin string `json:"origin"`
-	// PerHour is the sustained rate per hour; exclusive with PerSecond.
-	PerHour int `json:"perHour,omitempty"`
-	// PerSecond is the sustained rate per second; exclusive with PerHour.
-	PerSecond int `json:"perSecond,omitempty"`
-	// Burst is how many requests may go back to back after a quiet spell.
-	// Default 1: requests evenly spaced.
-	Burst int `json:"burst,omitempty"`
-	// QuotaHeaders says how the origin's RateLimit-Limit, -Remaining and
-	// -Reset headers read: "refill" (the default; Hetzner Cloud), Reset is
-	// when the quota is full again and it refills evenly until then;
-	// "sliding" (DigitalOcean), Limit requests per sliding hour, Reset is
-	// when the oldest request leaves it. With QuotaHeaders set, PerHour
-	// and PerSecond may be left out: the origin then goes as fast as its
-	// headers allow.
-	QuotaHeaders string `json:"quotaHeaders,omitempty"`
-}
-
-// Values of RateLimit.QuotaHeaders.
-const (
-	QuotaRefill  = "refill"
-	QuotaSliding = "sliding"
 )
 
 // slidingWindow is the window of a "sliding" quota: DigitalOcean counts
 // its limit per hour.
 const slidingWindow = time.Hour
-
-// maxRate and maxBurst bound a RateLimit: a request every microsecond is
-// beyond any cloud API, and the bounds keep burst × interval within a
-// time.Duration.
-const (
-	maxRate  = 1_000_000
-	maxBurst = 1_000_000
-)
 
 // Throttle reports requests to an origin held back, By the budget
 // (ThrottledByHost: the host answered the module 429 itself) or by the
@@ -184,29 +146,18 @@ type RateBudget struct {
 // among allowedOrigins. onThrottle, when set, is told when requests to an origin
 // are throttled, at most once per origin per minute; it must not block. No
 // limits make a nil budget, which limits nothing.
-func NewRateBudget(module string, limits []RateLimit, allowedOrigins []string, onThrottle func(Throttle)) (*RateBudget, error) {
+func NewRateBudget(module string, limits []cloudconfig.RateLimit, allowedOrigins []string, onThrottle func(Throttle)) (*RateBudget, error) {
 	if len(limits) == 0 {
 		return nil, nil
 	}
-	allowed, err := ParseAllowedOrigins(allowedOrigins)
+	paces, err := cloudconfig.Paces(limits, allowedOrigins)
 	if err != nil {
 		return nil, err
 	}
 	r := &RateBudget{module: module, buckets: map[string]*bucket{}, onThrottle: onThrottle, reported: reportgate.New(throttleReportInterval)}
-	var errs []error
-	for i, l := range limits {
-		b, err := newBucket(l, allowed)
-		if err == nil && r.buckets[b.label] != nil {
-			err = fmt.Errorf("origin %s is listed twice", b.label)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("rateLimits[%d]: %w", i, err))
-			continue
-		}
+	for _, p := range paces {
+		b := newBucket(p)
 		r.buckets[b.label] = b
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
 	}
 	return r, nil
 }
@@ -222,7 +173,7 @@ type bucket struct {
 	// free (RateBudget).
 	shadowReserve time.Duration
 	// sliding says the origin's quota headers describe a sliding window
-	// (RateLimit.QuotaHeaders).
+	// (cloudconfig.RateLimit.QuotaHeaders).
 	sliding bool
 
 	mu  sync.Mutex
@@ -236,37 +187,9 @@ type bucket struct {
 	last      time.Time
 }
 
-func newBucket(l RateLimit, allowed allowlist) (*bucket, error) {
-	if _, err := ParseAllowedOrigins([]string{l.Origin}); err != nil {
-		return nil, err
-	}
-	u, _ := url.Parse(l.Origin) // valid: checked above
-	o, _ := origin.Of(u)
-	if !allowed[o] {
-		return nil, fmt.Errorf("origin %s is not in http.allowedOrigins", o)
-	}
-	if l.QuotaHeaders != "" && l.QuotaHeaders != QuotaRefill && l.QuotaHeaders != QuotaSliding {
-		return nil, fmt.Errorf("%s: quotaHeaders %q is neither %q nor %q", o, l.QuotaHeaders, QuotaRefill, QuotaSliding)
-	}
-	var interval time.Duration
-	switch {
-	case l.PerHour == 0 && l.PerSecond == 0 && l.QuotaHeaders != "":
-		// No rate of our own: only the cloud's headers pace the origin.
-	case (l.PerHour > 0) == (l.PerSecond > 0) || l.PerHour < 0 || l.PerSecond < 0:
-		return nil, fmt.Errorf("%s: set exactly one of perHour and perSecond, above 0 (or quotaHeaders alone)", o)
-	case l.PerHour > 0 && int64(l.PerHour) <= maxRate*3600:
-		interval = time.Hour / time.Duration(l.PerHour)
-	case l.PerSecond > 0 && l.PerSecond <= maxRate:
-		interval = time.Second / time.Duration(l.PerSecond)
-	default:
-		return nil, fmt.Errorf("%s: the rate exceeds %d requests per second", o, maxRate)
-	}
-	if l.Burst < 0 || l.Burst > maxBurst {
-		return nil, fmt.Errorf("%s: burst %d is outside 0..%d", o, l.Burst, maxBurst)
-	}
-	burst := max(l.Burst, 1)
-	return &bucket{label: o.String(), interval: interval, tau: time.Duration(burst-1) * interval,
-		shadowReserve: time.Duration(max(1, burst/2)) * interval, sliding: l.QuotaHeaders == QuotaSliding}, nil
+func newBucket(p cloudconfig.Pace) *bucket {
+	return &bucket{label: p.Origin.String(), interval: p.Interval, tau: time.Duration(p.Burst-1) * p.Interval,
+		shadowReserve: time.Duration(max(1, p.Burst/2)) * p.Interval, sliding: p.Sliding}
 }
 
 // reserve schedules a request arriving at now and returns when it may go.

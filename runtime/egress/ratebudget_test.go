@@ -14,6 +14,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 )
 
@@ -21,23 +22,23 @@ func TestNewRateBudget(t *testing.T) {
 	allowed := []string{"https://api.example.com", "http://127.0.0.1:8780"}
 	cases := []struct {
 		name   string
-		limits []RateLimit
+		limits []cloudconfig.RateLimit
 		want   string // "" accepted
 	}{
-		{"per hour", []RateLimit{{Origin: "https://api.example.com", PerHour: 3600}}, ""},
-		{"per second, normalised origin", []RateLimit{{Origin: "HTTPS://API.example.com:443/", PerSecond: 5, Burst: 10}}, ""},
-		{"two origins", []RateLimit{{Origin: "https://api.example.com", PerHour: 1}, {Origin: "http://127.0.0.1:8780", PerSecond: 1}}, ""},
-		{"not allowed", []RateLimit{{Origin: "https://other.example.com", PerHour: 1}}, "https://other.example.com:443 is not in http.allowedOrigins"},
-		{"path", []RateLimit{{Origin: "https://api.example.com/v1", PerHour: 1}}, "only scheme://host[:port]"},
-		{"no rate", []RateLimit{{Origin: "https://api.example.com"}}, "exactly one of perHour and perSecond"},
-		{"both rates", []RateLimit{{Origin: "https://api.example.com", PerHour: 1, PerSecond: 1}}, "exactly one of perHour and perSecond"},
-		{"negative rate", []RateLimit{{Origin: "https://api.example.com", PerHour: -1, PerSecond: 1}}, "exactly one of perHour and perSecond"},
-		{"rate too high", []RateLimit{{Origin: "https://api.example.com", PerSecond: maxRate + 1}}, "exceeds 1000000 requests per second"},
-		{"negative burst", []RateLimit{{Origin: "https://api.example.com", PerHour: 1, Burst: -1}}, "burst -1 is outside"},
-		{"quota headers alone", []RateLimit{{Origin: "https://api.example.com", QuotaHeaders: QuotaSliding}}, ""},
-		{"quota headers and a rate", []RateLimit{{Origin: "https://api.example.com", PerHour: 5000, QuotaHeaders: QuotaRefill}}, ""},
-		{"unknown quota headers", []RateLimit{{Origin: "https://api.example.com", QuotaHeaders: "fixed"}}, `quotaHeaders "fixed" is neither "refill" nor "sliding"`},
-		{"twice", []RateLimit{{Origin: "https://api.example.com", PerHour: 1}, {Origin: "https://api.example.com:443", PerHour: 2}}, "rateLimits[1]: origin https://api.example.com:443 is listed twice"},
+		{"per hour", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 3600}}, ""},
+		{"per second, normalised origin", []cloudconfig.RateLimit{{Origin: "HTTPS://API.example.com:443/", PerSecond: 5, Burst: 10}}, ""},
+		{"two origins", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 1}, {Origin: "http://127.0.0.1:8780", PerSecond: 1}}, ""},
+		{"not allowed", []cloudconfig.RateLimit{{Origin: "https://other.example.com", PerHour: 1}}, "https://other.example.com:443 is not in http.allowedOrigins"},
+		{"path", []cloudconfig.RateLimit{{Origin: "https://api.example.com/v1", PerHour: 1}}, "only scheme://host[:port]"},
+		{"no rate", []cloudconfig.RateLimit{{Origin: "https://api.example.com"}}, "exactly one of perHour and perSecond"},
+		{"both rates", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 1, PerSecond: 1}}, "exactly one of perHour and perSecond"},
+		{"negative rate", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: -1, PerSecond: 1}}, "exactly one of perHour and perSecond"},
+		{"rate too high", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerSecond: cloudconfig.MaxRate + 1}}, "exceeds 1000000 requests per second"},
+		{"negative burst", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 1, Burst: -1}}, "burst -1 is outside"},
+		{"quota headers alone", []cloudconfig.RateLimit{{Origin: "https://api.example.com", QuotaHeaders: cloudconfig.QuotaSliding}}, ""},
+		{"quota headers and a rate", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 5000, QuotaHeaders: cloudconfig.QuotaRefill}}, ""},
+		{"unknown quota headers", []cloudconfig.RateLimit{{Origin: "https://api.example.com", QuotaHeaders: "fixed"}}, `quotaHeaders "fixed" is neither "refill" nor "sliding"`},
+		{"twice", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerHour: 1}, {Origin: "https://api.example.com:443", PerHour: 2}}, "rateLimits[1]: origin https://api.example.com:443 is listed twice"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -60,14 +61,14 @@ func TestNewRateBudget(t *testing.T) {
 
 // testBucket is the bucket of one limit on https://api.example.com.
 func testBucket(t *testing.T, perSecond, burst int) *bucket {
-	return testBucketOf(t, RateLimit{PerSecond: perSecond, Burst: burst})
+	return testBucketOf(t, cloudconfig.RateLimit{PerSecond: perSecond, Burst: burst})
 }
 
 // testBucketOf is the bucket of l, for origin https://api.example.com.
-func testBucketOf(t *testing.T, l RateLimit) *bucket {
+func testBucketOf(t *testing.T, l cloudconfig.RateLimit) *bucket {
 	t.Helper()
 	l.Origin = "https://api.example.com"
-	r, err := NewRateBudget("test", []RateLimit{l}, []string{l.Origin}, nil)
+	r, err := NewRateBudget("test", []cloudconfig.RateLimit{l}, []string{l.Origin}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,7 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 		// first is when the first request goes, gap the interval to the
 		// second.
 		first, gap time.Duration
-		// quotaHeaders is the bucket's RateLimit.QuotaHeaders.
+		// quotaHeaders is the bucket's cloudconfig.RateLimit.QuotaHeaders.
 		quotaHeaders string
 	}{
 		{"no headers", 100, []response{{200, nil}}, 0, 0, ms(10), ""},
@@ -163,22 +164,22 @@ func TestRateBucketFollowsTheCloud(t *testing.T) {
 		{"Retry-After is capped", 100, []response{{429, retryAt("999999999999")}}, 0, maxCloudDelay, ms(10), ""},
 		// DigitalOcean: 5,000 an hour in a sliding window, the oldest
 		// request leaving it 2 s from now.
-		{"sliding: plenty remaining", 100, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, ms(10), QuotaSliding},
-		{"sliding: low remaining paces at the window's average", 100, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), QuotaSliding},
-		{"sliding: pacing outlasts a near Reset", 100, []response{{200, quotaHeader(5000, 0, t0.Add(time.Second))}}, ms(1500), 0, ms(720), QuotaSliding},
-		{"sliding: 429 waits for the oldest to leave", 100, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), QuotaSliding},
-		{"headers alone: no pace of our own", 0, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, 0, QuotaSliding},
-		{"headers alone: the cloud's pace", 0, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), QuotaSliding},
-		{"headers alone: a 429 pauses", 0, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), QuotaSliding},
+		{"sliding: plenty remaining", 100, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, ms(10), cloudconfig.QuotaSliding},
+		{"sliding: low remaining paces at the window's average", 100, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), cloudconfig.QuotaSliding},
+		{"sliding: pacing outlasts a near Reset", 100, []response{{200, quotaHeader(5000, 0, t0.Add(time.Second))}}, ms(1500), 0, ms(720), cloudconfig.QuotaSliding},
+		{"sliding: 429 waits for the oldest to leave", 100, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), cloudconfig.QuotaSliding},
+		{"headers alone: no pace of our own", 0, []response{{200, quotaHeader(5000, 4000, t0.Add(2*time.Second))}}, 0, 0, 0, cloudconfig.QuotaSliding},
+		{"headers alone: the cloud's pace", 0, []response{{200, quotaHeader(5000, 100, t0.Add(2*time.Second))}}, 0, 0, ms(720), cloudconfig.QuotaSliding},
+		{"headers alone: a 429 pauses", 0, []response{{429, quotaHeader(5000, 0, t0.Add(3*time.Second))}}, 0, 3 * time.Second, ms(720), cloudconfig.QuotaSliding},
 		{"sliding: Retry-After wins", 100, []response{{429, func() http.Header {
 			h := quotaHeader(5000, 0, t0.Add(3*time.Second))
 			h.Set("Retry-After", "10")
 			return h
-		}()}}, 0, 10 * time.Second, ms(720), QuotaSliding},
+		}()}}, 0, 10 * time.Second, ms(720), cloudconfig.QuotaSliding},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			b := testBucketOf(t, RateLimit{PerSecond: tc.perSecond, QuotaHeaders: tc.quotaHeaders})
+			b := testBucketOf(t, cloudconfig.RateLimit{PerSecond: tc.perSecond, QuotaHeaders: tc.quotaHeaders})
 			for _, r := range tc.responses {
 				b.observe(t0, r.status, r.header)
 			}
@@ -209,7 +210,7 @@ func TestRateBucketLowQuotaStopsBurst(t *testing.T) {
 
 func TestThrottleReportsOncePerMinute(t *testing.T) {
 	var reports int
-	r, err := NewRateBudget("test", []RateLimit{{Origin: "https://api.example.com", PerSecond: 1}}, []string{"https://api.example.com"}, func(Throttle) { reports++ })
+	r, err := NewRateBudget("test", []cloudconfig.RateLimit{{Origin: "https://api.example.com", PerSecond: 1}}, []string{"https://api.example.com"}, func(Throttle) { reports++ })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,20 +259,20 @@ func TestRateBudgetThrottles(t *testing.T) {
 	RegisterMetrics()
 	cases := []struct {
 		name    string
-		limit   RateLimit
+		limit   cloudconfig.RateLimit
 		respond func(w http.ResponseWriter)
 		// retryAfter is the least Retry-After of the host's 429.
 		retryAfter int
 		byCloud    float64
 	}{
-		{"configured rate", RateLimit{PerHour: 1}, func(w http.ResponseWriter) {}, 3600, 0},
-		{"low remaining", RateLimit{PerSecond: 100}, func(w http.ResponseWriter) {
+		{"configured rate", cloudconfig.RateLimit{PerHour: 1}, func(w http.ResponseWriter) {}, 3600, 0},
+		{"low remaining", cloudconfig.RateLimit{PerSecond: 100}, func(w http.ResponseWriter) {
 			// 0 left of 10, full in 100 s: the next one in 10 s.
 			for k, v := range quotaHeader(10, 0, time.Now().Add(100*time.Second)) {
 				w.Header()[k] = v
 			}
 		}, 9, 0},
-		{"cloud 429", RateLimit{PerSecond: 100}, func(w http.ResponseWriter) {
+		{"cloud 429", cloudconfig.RateLimit{PerSecond: 100}, func(w http.ResponseWriter) {
 			w.Header().Set("Retry-After", "30")
 			w.WriteHeader(http.StatusTooManyRequests)
 		}, 29, 1},
@@ -281,7 +282,7 @@ func TestRateBudgetThrottles(t *testing.T) {
 			srv, sent := budgetServer(t, tc.respond)
 			var reports throttles
 			tc.limit.Origin = srv.URL
-			budget, err := NewRateBudget("budgeted", []RateLimit{tc.limit}, []string{srv.URL}, reports.report)
+			budget, err := NewRateBudget("budgeted", []cloudconfig.RateLimit{tc.limit}, []string{srv.URL}, reports.report)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,7 +349,7 @@ func mustOrigin(t testing.TB, s string) origin.Origin {
 // the deadline waits for its token and is sent.
 func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 	srv, sent := budgetServer(t, func(w http.ResponseWriter) {})
-	budget, err := NewRateBudget("test", []RateLimit{{Origin: srv.URL, PerSecond: 10}}, []string{srv.URL}, nil)
+	budget, err := NewRateBudget("test", []cloudconfig.RateLimit{{Origin: srv.URL, PerSecond: 10}}, []string{srv.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +377,7 @@ func TestRateBudgetWaitsWithinDeadline(t *testing.T) {
 // waits for the budget gets an error, not a request sent after it ended.
 func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 	const o = "https://api.example.com"
-	budget, err := NewRateBudget("test", []RateLimit{{Origin: o, PerSecond: 1}}, []string{o}, nil)
+	budget, err := NewRateBudget("test", []cloudconfig.RateLimit{{Origin: o, PerSecond: 1}}, []string{o}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +399,7 @@ func TestRateBudgetWaitEndsWithTheCall(t *testing.T) {
 func BenchmarkRateBudgetWait(b *testing.B) {
 	RegisterMetrics()
 	limited := "https://api.example.com"
-	budget, err := NewRateBudget("test", []RateLimit{{Origin: limited, PerSecond: 1}}, []string{limited, "https://other.example.com"}, nil)
+	budget, err := NewRateBudget("test", []cloudconfig.RateLimit{{Origin: limited, PerSecond: 1}}, []string{limited, "https://other.example.com"}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 )
@@ -29,7 +30,7 @@ func TestSetShadow(t *testing.T) {
 	var sent atomic.Int32
 	cloud := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sent.Add(1) }))
 	defer cloud.Close()
-	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget("test", []cloudconfig.RateLimit{{Origin: cloud.URL, PerSecond: 20}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func TestShadowThrottledCallIsWithheld(t *testing.T) {
 	defer cloud.Close()
 	// Four tokens and no refill within the test: a shadow may take two,
 	// leaving half the burst.
-	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
+	budget, err := egress.NewRateBudget("test", []cloudconfig.RateLimit{{Origin: cloud.URL, PerHour: 1, Burst: 4}}, []string{cloud.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func inServiceP50(t testing.TB, calls int, hostile bool) (p50, waited time.Durat
 	}
 	cloud, elsewhere := sleeper(starveCloudLatency), sleeper(starveShadowPause)
 	allowed := []string{cloud.URL, elsewhere.URL}
-	budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
+	budget, err := egress.NewRateBudget("test", []cloudconfig.RateLimit{{Origin: cloud.URL, PerSecond: starveRate, Burst: starveBurst}}, allowed, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +265,7 @@ func TestRateBudgetSharedByModules(t *testing.T) {
 	)
 	var cfg Config
 	first := newFixture(t, wasmbuild.Go, func(c *Config) {
-		budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, func(t egress.Throttle) {
+		budget, err := egress.NewRateBudget("test", []cloudconfig.RateLimit{{Origin: c.HTTP.AllowedOrigins[0], PerHour: 1}}, c.HTTP.AllowedOrigins, func(t egress.Throttle) {
 			mu.Lock()
 			defer mu.Unlock()
 			reports = append(reports, t)

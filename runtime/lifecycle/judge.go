@@ -1,6 +1,10 @@
 package lifecycle
 
-import "time"
+import (
+	"time"
+
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
+)
 
 // ShadowAction is what JudgeShadow says to do with a candidate in shadow.
 type ShadowAction int
@@ -27,7 +31,7 @@ const (
 // probe's comparisons are in them) and probedAll set when the probe
 // compared every Node. cfg has its defaults applied. why says what a
 // rejection is about.
-func JudgeShadow(cfg ShadowConfig, stats Stats, elapsed time.Duration, probe NodeProbe, probedAll bool) (action ShadowAction, why string) {
+func JudgeShadow(cfg cloudconfig.Shadow, stats Stats, elapsed time.Duration, probe NodeProbe, probedAll bool) (action ShadowAction, why string) {
 	compared := stats.Compared()
 	excess := stats.ByVerdict[CandidateFailed] - stats.ByVerdict[InServiceFailed]
 	switch {
@@ -64,7 +68,7 @@ const (
 
 // JudgeProbation decides on a module promoted elapsed ago, of whose calls
 // failures failed without an answer. cfg has its defaults applied.
-func JudgeProbation(cfg RollbackConfig, calls, failures int64, elapsed time.Duration) ProbationAction {
+func JudgeProbation(cfg cloudconfig.Rollback, calls, failures int64, elapsed time.Duration) ProbationAction {
 	switch {
 	case calls >= int64(cfg.MinCalls) && failures*100 >= calls*int64(cfg.FailurePercent):
 		return RollBack

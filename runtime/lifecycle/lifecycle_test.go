@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // TestNext: every transition of the state machine, and every event a
@@ -50,7 +50,7 @@ func stats(agree, destructive, candidateFailed, inServiceFailed int) Stats {
 // TestJudgeShadow: the verdicts on a candidate in shadow, with the
 // default period of two minutes and twenty calls.
 func TestJudgeShadow(t *testing.T) {
-	cfg := ShadowConfig{}.WithDefaults()
+	cfg := cloudconfig.Shadow{}.WithDefaults()
 	over := 3 * time.Minute
 	cases := []struct {
 		name      string
@@ -85,7 +85,7 @@ func TestJudgeShadow(t *testing.T) {
 // TestJudgeProbation: the verdicts on a promoted module, with a window of
 // ten minutes, at least ten calls and a quarter of failures.
 func TestJudgeProbation(t *testing.T) {
-	cfg := RollbackConfig{Window: metav1.Duration{Duration: 10 * time.Minute}, MinCalls: 10, FailurePercent: 25}.WithDefaults()
+	cfg := cloudconfig.Rollback{Window: cloudconfig.Duration{Duration: 10 * time.Minute}, MinCalls: 10, FailurePercent: 25}.WithDefaults()
 	cases := []struct {
 		name            string
 		calls, failures int64

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
@@ -38,7 +39,7 @@ type Options struct {
 	// last-known-good record names it (module.image, else Path).
 	Path, Source string
 	Trust        modulefile.Trust
-	Rollout      RolloutConfig
+	Rollout      cloudconfig.Rollout
 	// ReloadInterval is how often Path is polled for a new version; 0
 	// disables hot reload.
 	ReloadInterval time.Duration

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
@@ -120,7 +121,7 @@ type env struct {
 }
 
 // newEnv's mutate, if any, changes the set-up after the grants are in it.
-func newEnv(t testing.TB, nodes int, rollout RolloutConfig, mutate ...func(*testModule)) *env {
+func newEnv(t testing.TB, nodes int, rollout cloudconfig.Rollout, mutate ...func(*testModule)) *env {
 	t.Helper()
 	cloud, grants := lifecycletest.Simcloud(t)
 	wasm, digest := lifecycletest.SimcloudModule(t, "simcloud")

@@ -33,14 +33,17 @@ const rolloutTick = 5 * time.Second
 // a per-file watch misses, and one stat-and-read every few seconds is
 // cheap.
 func (m *Manager) watch(ctx context.Context) {
-	reload := m.opts.ReloadInterval
+	reload, tick := m.opts.ReloadInterval, m.opts.ReloadInterval
+	if tick == 0 {
+		tick = rolloutTick
+	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if reload > 0 {
 			m.Reload(ctx)
 		}
 		m.advanceRollout(ctx)
 		m.recordLastKnownGood(ctx)
-	}, orDefault(reload, rolloutTick))
+	}, tick)
 }
 
 // Reload starts the rollout of the module file's new content, if any

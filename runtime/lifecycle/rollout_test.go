@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
@@ -24,7 +24,7 @@ import (
 // in-process simulated cloud, and replace it with the variants the
 // end-to-end suite uses (test/e2e/testdata).
 
-var fastShadow = RolloutConfig{Shadow: ShadowConfig{Duration: metav1.Duration{Duration: 50 * time.Millisecond}, Calls: 6}}
+var fastShadow = cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Duration: cloudconfig.Duration{Duration: 50 * time.Millisecond}, Calls: 6}}
 
 // TestShadowRejectsDestructiveCandidate: the candidate answers "gone" for
 // every Node. There is no controller traffic (every Node is Ready), so the
@@ -88,9 +88,9 @@ func TestShadowPromotesBenignChange(t *testing.T) {
 // it traps on every call about a marked Node, so the host puts the
 // previous module back, which answers those calls, and refuses the file.
 func TestRollbackOnTraps(t *testing.T) {
-	e := newEnv(t, 2, RolloutConfig{
-		Shadow:   ShadowConfig{Disabled: true},
-		Rollback: RollbackConfig{MinCalls: 4, FailurePercent: 50},
+	e := newEnv(t, 2, cloudconfig.Rollout{
+		Shadow:   cloudconfig.Shadow{Disabled: true},
+		Rollback: cloudconfig.Rollback{MinCalls: 4, FailurePercent: 50},
 	})
 	bad := e.replace(t, "trapmarked")
 	if e.m.served.Digest != bad {
@@ -129,7 +129,7 @@ func TestRejectionCoversSignature(t *testing.T) {
 	sign(wasm)
 	tm := newTestModule(t, wasm, lifecycletest.Grants{})
 	tm.opts.Trust = modulefile.Trust{PublicKeyPath: pubPath, SignaturePath: sigPath}
-	tm.opts.Rollout = RolloutConfig{Shadow: ShadowConfig{Disabled: true}}
+	tm.opts.Rollout = cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Disabled: true}}
 	m, err := tm.start(t)
 	if err != nil {
 		t.Fatal(err)
@@ -275,7 +275,7 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 	limit := func(burst int) func(*testModule) {
 		return func(tm *testModule) {
 			origins := tm.host.HTTP.AllowedOrigins
-			budget, err := egress.NewRateBudget("test", []egress.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
+			budget, err := egress.NewRateBudget("test", []cloudconfig.RateLimit{{Origin: origins[0], PerSecond: 1000, Burst: burst}}, origins, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -361,7 +361,7 @@ func BenchmarkShadowCost(b *testing.B) {
 		{"shadow-paced-5ms", true, 5 * time.Millisecond},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			e := newEnv(b, 1, RolloutConfig{Shadow: ShadowConfig{Duration: metav1.Duration{Duration: time.Hour}}})
+			e := newEnv(b, 1, cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Duration: cloudconfig.Duration{Duration: time.Hour}}})
 			if tc.shadow {
 				e.replace(b, "relabel")
 			}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/internal/reportgate"
 	"github.com/wasmccm/wasmccm/runtime/provider"
@@ -79,11 +80,11 @@ func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.In
 		return nil, fmt.Errorf("opening cloud-config: %w", err)
 	}
 	if !IsMulti(data) {
-		cfg, err := provider.ParseConfig(bytes.NewReader(data))
+		cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 		if err != nil {
 			return nil, err
 		}
-		return provider.Start(ctx, cfg, provider.Options{Kube: kube, Reread: func() (*provider.Config, error) { return provider.ReadConfigFile(path) }})
+		return provider.Start(ctx, cfg, provider.Options{Kube: kube, Reread: func() (*cloudconfig.Config, error) { return cloudconfig.ReadFile(path) }})
 	}
 	cfg, err := ParseConfig(bytes.NewReader(data))
 	if err != nil {
@@ -117,7 +118,7 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 		opts := provider.Options{Name: m.Name, Kube: kube, OtherModulesMiB: total - worst[i], Owns: c.owns(m.Name)}
 		if reread != nil {
 			name := m.Name
-			opts.Reread = func() (*provider.Config, error) {
+			opts.Reread = func() (*cloudconfig.Config, error) {
 				now, err := reread()
 				if err != nil {
 					return nil, err
@@ -151,7 +152,7 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 // worstCaseMiB is what module m may cost at most (runtime/membudget):
 // what the other modules' budgets count for it.
 func worstCaseMiB(m Module, kube bool) int {
-	return m.MemoryBudget(m.RollsOut(kube)).ModuleMiB()
+	return provider.MemoryBudget(&m.Config, m.RollsOut(kube)).ModuleMiB()
 }
 
 // capable refuses a module whose exports cannot serve what the

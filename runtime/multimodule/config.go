@@ -13,8 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
-	"github.com/wasmccm/wasmccm/runtime/provider"
-	"github.com/wasmccm/wasmccm/runtime/sweep"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // Config is a cloud-config that serves several modules from one CCM. A
@@ -44,7 +43,7 @@ type Module struct {
 	// LoadBalancers says which Services' load balancers the module makes.
 	LoadBalancers LoadBalancerRule `json:"loadBalancers,omitempty"`
 
-	provider.Config
+	cloudconfig.Config
 }
 
 // NodeRule says which Nodes a module serves. A Node with a provider ID is
@@ -136,7 +135,7 @@ func (c *Config) validate() error {
 	}
 	clusterName := c.ClusterName
 	if clusterName == "" {
-		clusterName = sweep.DefaultClusterName
+		clusterName = cloudconfig.DefaultClusterName
 	}
 	names := map[string]bool{}
 	classes := map[string]string{}

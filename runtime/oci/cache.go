@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/wasmccm/wasmccm/runtime/oci/imageref"
 )
 
 // Cache keeps pulled modules on disk by artifact digest, so that a module
@@ -29,7 +31,7 @@ type Cache struct {
 // is always resolved at the registry, but a module already cached under
 // the digest it resolves to is not fetched again.
 func (c *Cache) Fetch(ctx context.Context, ref string) (*Module, error) {
-	r, err := ParseReference(ref, c.AllowTags)
+	r, err := imageref.Parse(ref, c.AllowTags)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +63,7 @@ func (c *Cache) FetchRetrying(ctx context.Context, ref string, first, max time.D
 	wait := first
 	for {
 		m, err := c.Fetch(ctx, ref)
-		if err == nil || errors.Is(err, ErrTagRefused) {
+		if err == nil || errors.Is(err, imageref.ErrTagRefused) {
 			return m, err
 		}
 		if onError != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/wasmccm/wasmccm/runtime/oci/imageref"
 	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 )
 
@@ -43,10 +44,6 @@ const (
 // maxManifestBytes bounds the manifest a registry may send; a Wasm
 // artifact's is a few hundred bytes.
 const maxManifestBytes = 1 << 20
-
-// ErrTagRefused is returned for a reference without a digest when tags are
-// not allowed.
-var ErrTagRefused = errors.New("reference has no digest")
 
 // Options are the settings shared by Push and Pull.
 type Options struct {
@@ -172,25 +169,11 @@ type Module struct {
 	Wasm []byte
 }
 
-// ParseReference parses ref, refusing a reference without a digest unless
-// allowTags.
-func ParseReference(ref string, allowTags bool) (name.Reference, error) {
-	r, err := name.ParseReference(ref, name.StrictValidation)
-	if err != nil {
-		return nil, fmt.Errorf("reference %q: %w", ref, err)
-	}
-	if _, ok := r.(name.Digest); !ok && !allowTags {
-		return nil, fmt.Errorf("%w: %q can change under the same name; pin it as %s@sha256:<digest> (wasmccm push prints it), or allow tags",
-			ErrTagRefused, ref, r.Context())
-	}
-	return r, nil
-}
-
 // Pull fetches the module ref names and checks it: the manifest against the
 // reference's digest, the media types of the Wasm layout, and the module
 // against the manifest's layer digest.
 func Pull(ctx context.Context, ref string, opts Options) (*Module, error) {
-	r, err := ParseReference(ref, opts.AllowTags)
+	r, err := imageref.Parse(ref, opts.AllowTags)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/wasmccm/wasmccm/runtime/oci"
+	"github.com/wasmccm/wasmccm/runtime/oci/imageref"
 )
 
 // wasmModule is a valid module: the magic, the version and a custom
@@ -366,7 +367,7 @@ func TestFetchRetrying(t *testing.T) {
 	}
 
 	// Refusals are final: no retry.
-	if _, err := cache.FetchRetrying(ctx, reg.host+"/simcloud:v1", time.Hour, time.Hour, nil); !errors.Is(err, oci.ErrTagRefused) {
+	if _, err := cache.FetchRetrying(ctx, reg.host+"/simcloud:v1", time.Hour, time.Hour, nil); !errors.Is(err, imageref.ErrTagRefused) {
 		t.Errorf("tag: error %v, want ErrTagRefused at once", err)
 	}
 }

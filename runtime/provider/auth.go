@@ -3,6 +3,7 @@ package provider
 import (
 	"sync/atomic"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
@@ -15,8 +16,8 @@ type authEvents struct{ cloud atomic.Pointer[Cloud] }
 
 // hostConfig is cfg's host configuration for the module labelled name,
 // with failures reported to a.
-func (a *authEvents) hostConfig(cfg *Config, name string) host.Config {
-	hc := cfg.HostConfig(name)
+func (a *authEvents) hostConfig(cfg *cloudconfig.Config, name string) host.Config {
+	hc := HostConfig(cfg, name)
 	hc.Credentials.OnAuthFailure = a.report
 	return hc
 }

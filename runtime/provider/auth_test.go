@@ -13,6 +13,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
@@ -29,9 +30,9 @@ func TestAuthFailureEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
-	c := newCloud(t, wasm, func(cfg *Config) {
+	c := newCloud(t, wasm, func(cfg *cloudconfig.Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.Credentials = CredentialsConfig{Dir: t.TempDir(), Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
+		cfg.Credentials = credentials.Config{Dir: t.TempDir(), Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})
 	recorder := record.NewFakeRecorder(10)

@@ -15,7 +15,6 @@ package provider
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 
@@ -25,6 +24,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
 	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle"
@@ -34,16 +34,6 @@ import (
 
 // ProviderName is the --cloud-provider name wasmccm registers.
 const ProviderName = "wasm"
-
-// ReadConfigFile parses the cloud-config at path.
-func ReadConfigFile(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening cloud-config: %w", err)
-	}
-	defer f.Close()
-	return ParseConfig(f)
-}
 
 // Options are how a module is started beside its cloud-config, by
 // runtime/multimodule: the one module of a CCM, or each of several.
@@ -55,9 +45,9 @@ type Options struct {
 	Kube *rest.Config
 	// Reread returns the cloud-config as it is now, so that a changed
 	// module.image is followed; nil: it is not.
-	Reread func() (*Config, error)
+	Reread func() (*cloudconfig.Config, error)
 	// OtherModulesMiB is what the other modules of the process may cost
-	// at most (Config.MemoryBudget), counted in this module's budget.
+	// at most (MemoryBudget), counted in this module's budget.
 	OtherModulesMiB int
 	// Owns says which Nodes are the module's: the deletion budget counts
 	// and probes only those, and rollouts compare answers about them
@@ -68,7 +58,7 @@ type Options struct {
 // Start loads and starts the module cfg names, as opts say: the module in
 // service is the configured one or, when it cannot serve or a rollout is
 // under way, the cluster's last-known-good.
-func Start(ctx context.Context, cfg *Config, opts Options) (*Cloud, error) {
+func Start(ctx context.Context, cfg *cloudconfig.Config, opts Options) (*Cloud, error) {
 	var store *modulefile.Store
 	if opts.Kube != nil && !cfg.Module.LastKnownGood.Disabled {
 		client, err := kubernetes.NewForConfig(rest.AddUserAgent(opts.Kube, "wasm-cloud-provider"))
@@ -91,7 +81,7 @@ type Backend = lifecycle.Backend
 // replaced at run time (runtime/lifecycle); the capabilities cannot,
 // because the controllers decide at start-up which ones to run.
 type Cloud struct {
-	cfg *Config
+	cfg *cloudconfig.Config
 	// name labels the module's metrics (Options.Name).
 	name string
 	// owns says which Nodes are the module's; nil: every Node.
@@ -101,6 +91,10 @@ type Cloud struct {
 	events  *moduleEvents
 	// auth reports the credentials the host cannot apply; set by New.
 	auth *authEvents
+	// rates is http.rateLimits' budget, nil without limits. Every module
+	// generation gets this one, so that the module in service, a shadow
+	// and a reloaded one spend one quota, as the cloud counts it.
+	rates *egress.RateBudget
 	// budget bounds Node deletions (runtime/deletion); nil when disabled.
 	budget *deletion.Budget
 	// control is the verdict of the last control probe (runtime/deletion).
@@ -121,24 +115,25 @@ var (
 
 // New loads, verifies and starts the module cfg names, without a
 // last-known-good record: any problem is an error naming it.
-func New(ctx context.Context, cfg *Config) (*Cloud, error) {
+func New(ctx context.Context, cfg *cloudconfig.Config) (*Cloud, error) {
 	return start(ctx, cfg, Options{}, nil, nil)
 }
 
 // start puts the first module in service (lifecycle.Start), with the
 // memory and rate budgets of the cloud-config applied. configuredErr is a
 // problem found before reading the configured module (a failed pull).
-func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Store, configuredErr error) (*Cloud, error) {
+func start(ctx context.Context, cfg *cloudconfig.Config, opts Options, store *modulefile.Store, configuredErr error) (*Cloud, error) {
 	if err := applyMemoryBudget(cfg, opts.OtherModulesMiB, cfg.RollsOut(store != nil)); err != nil {
 		return nil, err
 	}
 	name := orDefault(opts.Name, moduleName(cfg.Module.Path))
 	throttled := &rateEvents{}
-	var err error
-	if cfg.HTTP.budget, err = egress.NewRateBudget(name, cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report); err != nil {
+	rates, err := egress.NewRateBudget(name, cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins, throttled.report)
+	if err != nil {
 		return nil, fmt.Errorf("cloud-config: http: %w", err)
 	}
 	c := newBareCloud(cfg, name)
+	c.rates = rates
 	c.owns = opts.Owns
 	if opts.Name != "" {
 		c.events.prefix = "module " + opts.Name + ": "
@@ -151,7 +146,7 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 		source = cfg.Module.Image
 	}
 	c.modules, err = lifecycle.Start(ctx, lifecycle.Options{
-		Name: c.name, Path: cfg.Module.Path, Source: source, Trust: cfg.Module.trust(),
+		Name: c.name, Path: cfg.Module.Path, Source: source, Trust: trust(cfg.Module),
 		Rollout: cfg.Module.Rollout, ReloadInterval: cfg.Module.ReloadInterval.Duration, Record: store,
 		Load: c.instantiate, Emit: c.events.emit, ListNodes: c.listNodes, ExistenceQuestion: c.existenceQuestion,
 	}, configuredErr)
@@ -165,31 +160,12 @@ func start(ctx context.Context, cfg *Config, opts Options, store *modulefile.Sto
 // it at a fake tree.
 var cgroupRoot = "/"
 
-// MemoryBudget is the most the module of c may cost (runtime/membudget),
-// zero limits taking their defaults. twoCopies: a rollout, at start or by
-// hot reload, runs the old and the new module at once.
-func (c *Config) MemoryBudget(twoCopies bool) membudget.Budget {
-	copies := 1
-	if twoCopies {
-		copies = 2
-	}
-	l := c.Limits
-	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
-}
-
-// RollsOut reports whether the module of c can run beside another copy:
-// a rollout by hot reload, or one at start from the last-known-good
-// record, which needs the cluster (kube).
-func (c *Config) RollsOut(kube bool) bool {
-	return c.Module.ReloadInterval.Duration > 0 || kube && !c.Module.LastKnownGood.Disabled
-}
-
 // applyMemoryBudget refuses a configuration whose modules could need more
 // memory than the container has, or lowers its pool size when
 // limits.fitPoolToMemory allows it (runtime/membudget). othersMiB is what
 // the process's other modules may cost.
-func applyMemoryBudget(cfg *Config, othersMiB int, twoCopies bool) error {
-	wanted := cfg.MemoryBudget(twoCopies)
+func applyMemoryBudget(cfg *cloudconfig.Config, othersMiB int, twoCopies bool) error {
+	wanted := MemoryBudget(cfg, twoCopies)
 	wanted.OtherModulesMiB = othersMiB
 	applied, err := membudget.Apply(wanted, cfg.Limits.FitPoolToMemory, cgroupRoot)
 	if err != nil {
@@ -202,7 +178,7 @@ func applyMemoryBudget(cfg *Config, othersMiB int, twoCopies bool) error {
 }
 
 // newBareCloud returns a Cloud with no module yet, labelled name.
-func newBareCloud(cfg *Config, name string) *Cloud {
+func newBareCloud(cfg *cloudconfig.Config, name string) *Cloud {
 	c := &Cloud{cfg: cfg, name: name, events: &moduleEvents{}}
 	c.budget = deletion.NewBudget(name, cfg.Safety.MaxNodeDeletions)
 	return c
@@ -210,7 +186,7 @@ func newBareCloud(cfg *Config, name string) *Cloud {
 
 // NewWithBackend returns a Cloud over any backend. Hot reload applies only
 // to module backends made by New.
-func NewWithBackend(cfg *Config, b Backend) *Cloud {
+func NewWithBackend(cfg *cloudconfig.Config, b Backend) *Cloud {
 	c := newBareCloud(cfg, moduleName(cfg.Module.Path))
 	c.modules = lifecycle.Fixed(b)
 	return c

@@ -3,11 +3,8 @@ package provider
 import (
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/wasmccm/wasmccm/runtime/deletion"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
 
 // Defaults is the cloud-config with the default of every field written
@@ -16,33 +13,30 @@ import (
 // field whose default depends on the module or the environment
 // (limits.recycleAboveMiB, module.lastKnownGood.namespace) stays zero and
 // its doc comment says how it is set.
-func Defaults() Config {
+func Defaults() cloudconfig.Config {
 	h := host.Defaults()
-	return Config{
-		ClusterName: sweep.DefaultClusterName,
-		Module: ModuleConfig{
-			Rollout:       RolloutConfig{Shadow: ShadowConfig{}.WithDefaults(), Rollback: RollbackConfig{}.WithDefaults()},
-			LastKnownGood: LastKnownGoodConfig{Name: defaultLastKnownGoodName},
+	return cloudconfig.Config{
+		ClusterName: cloudconfig.DefaultClusterName,
+		Module: cloudconfig.Module{
+			Rollout:       cloudconfig.Rollout{Shadow: cloudconfig.Shadow{}.WithDefaults(), Rollback: cloudconfig.Rollback{}.WithDefaults()},
+			LastKnownGood: cloudconfig.LastKnownGood{Name: cloudconfig.DefaultLastKnownGoodName},
 		},
-		Limits: LimitsConfig{
+		Limits: cloudconfig.Limits{
 			PoolSize:       h.PoolSize,
 			CallTimeout:    duration(h.CallTimeout),
 			MemoryLimitMiB: h.MemoryLimitPages / pagesPerMiB,
 			SharedStateMiB: uint32(h.SharedStateBytes >> 20),
 		},
-		HTTP: HTTPConfig{
+		HTTP: cloudconfig.HTTP{
 			Timeout:          duration(h.HTTP.Timeout),
 			MaxResponseBytes: h.HTTP.MaxResponseBytes,
 		},
-		Safety: SafetyConfig{MaxNodeDeletions: deletion.DefaultBudgetConfig()},
-		OrphanSweep: sweep.Config{
-			Period:              duration(sweep.DefaultPeriod),
-			MaxDeletionsPerHour: sweep.DefaultMaxDeletionsPerHour,
-		},
+		Safety:      cloudconfig.Safety{MaxNodeDeletions: cloudconfig.DeletionBudget{}.WithDefaults()},
+		OrphanSweep: cloudconfig.OrphanSweep{}.WithDefaults(),
 	}
 }
 
 // pagesPerMiB converts the cloud-config's MiB to wasm's 64 KiB pages.
 const pagesPerMiB = 16
 
-func duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+func duration(d time.Duration) cloudconfig.Duration { return cloudconfig.Duration{Duration: d} }

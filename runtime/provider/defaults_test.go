@@ -6,6 +6,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -19,11 +20,11 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := ParseConfig(bytes.NewReader(data))
+	cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("the defaults do not validate: %v\n%s", err, data)
 	}
-	got, want := cfg.HostConfig("module"), host.Defaults()
+	got, want := HostConfig(cfg, "module"), host.Defaults()
 	if got.ClusterName != "kubernetes" || got.PoolSize != want.PoolSize || got.CallTimeout != want.CallTimeout ||
 		got.MemoryLimitPages != want.MemoryLimitPages || got.SharedStateBytes != want.SharedStateBytes ||
 		got.HTTP.Timeout != want.HTTP.Timeout || got.HTTP.MaxResponseBytes != want.HTTP.MaxResponseBytes {

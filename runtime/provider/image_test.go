@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 	"github.com/wasmccm/wasmccm/runtime/oci"
@@ -70,12 +71,12 @@ func TestModuleImage(t *testing.T) {
 		lifecycletest.WriteFile(t, cloudConfig, fmt.Appendf(nil, "module: {image: %q, allowTags: %v, registryConfig: %q, imageCacheDir: %q, reloadInterval: 20ms}\n",
 			ref, allowTags, registryConfig, cacheDir))
 	}
-	load := func() *Config {
+	load := func() *cloudconfig.Config {
 		data, err := os.ReadFile(cloudConfig)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := ParseConfig(bytes.NewReader(data))
+		cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func TestModuleImage(t *testing.T) {
 
 	writeConfig(refs["v1"], false)
 	cfg := load()
-	if err := useImage(ctx, cfg, func() (*Config, error) { return ReadConfigFile(cloudConfig) }); err != nil {
+	if err := useImage(ctx, cfg, func() (*cloudconfig.Config, error) { return cloudconfig.ReadFile(cloudConfig) }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Module.Path != served {

@@ -14,38 +14,12 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 func intp(v int) *int { return &v }
-
-func TestParseSafetyAndRolloutConfig(t *testing.T) {
-	cases := []struct{ name, yaml, wantErr string }{
-		{"full", `module:
-  path: x
-  rollout:
-    shadow: {duration: 1m, calls: 10, concurrency: 2}
-    rollback: {window: 10m, minCalls: 5, failurePercent: 50}
-safety: {maxNodeDeletions: {count: 3, percent: 5, window: 15m, corroborated: {percent: 20}}}
-`, ""},
-		{"disabled", "module: {path: x, rollout: {shadow: {disabled: true}, rollback: {disabled: true}}}\nsafety: {maxNodeDeletions: {disabled: true}}\n", ""},
-		{"percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {percent: 101}}\n", "outside 0..100"},
-		{"corroborated percent over 100", "module: {path: x}\nsafety: {maxNodeDeletions: {corroborated: {percent: 150}}}\n", "corroborated.percent 150 is outside"},
-		{"negative count", "module: {path: x}\nsafety: {maxNodeDeletions: {count: -1}}\n", "is negative"},
-		{"typo", "module: {path: x}\nsafety: {maxNodeDeletion: {count: 1}}\n", `unknown field "maxNodeDeletion"`},
-		{"bad failure percent", "module: {path: x, rollout: {rollback: {failurePercent: 200}}}\n", "failurePercent"},
-		{"negative shadow", "module: {path: x, rollout: {shadow: {duration: -1s}}}\n", "must not be negative"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig(strings.NewReader(tc.yaml))
-			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("err = %v, want %q", err, tc.wantErr)
-			}
-		})
-	}
-}
 
 // TestDeletionBudgetGuardsEveryPath: both "gone" answers of the test
 // provider, by InstancesV2 and by the legacy provider ID call, pass a
@@ -59,8 +33,8 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 		wantError bool
 	}{{1, true, false}, {0, false, true}} {
 		t.Run(fmt.Sprint("count=", tc.count), func(t *testing.T) {
-			c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *Config) {
-				cfg.Safety.MaxNodeDeletions = DeletionBudgetConfig{Count: intp(tc.count), Percent: intp(0)}
+			c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *cloudconfig.Config) {
+				cfg.Safety.MaxNodeDeletions = cloudconfig.DeletionBudget{Count: intp(tc.count), Percent: intp(0)}
 			})
 			v2, _ := c.InstancesV2()
 			legacy, _ := c.Instances()
@@ -98,8 +72,8 @@ func TestDeletionBudgetGuardsEveryPath(t *testing.T) {
 // off) with a budget of two Nodes: two Nodes are answered gone, however
 // often they are asked, and every other answer becomes an error.
 func TestDeletionBudgetOverModule(t *testing.T) {
-	e := newSimcloudEnv(t, 5, RolloutConfig{Shadow: ShadowConfig{Disabled: true}})
-	e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(2), Percent: intp(0)})
+	e := newSimcloudEnv(t, 5, cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Disabled: true}})
+	e.c.budget = deletion.NewBudget("test", cloudconfig.DeletionBudget{Count: intp(2), Percent: intp(0)})
 	e.replace(t, "allgone")
 	i, _ := e.c.InstancesV2()
 	gone := map[string]bool{}
@@ -161,12 +135,12 @@ func TestCorroboratedDeletions(t *testing.T) {
 	deleted := func(e *simcloudEnv, id string) error { return e.cloud.DeleteInstance(id) }
 	stopped := func(e *simcloudEnv, id string) error { return e.cloud.SetInstanceState(id, "stopped") }
 	running := func(*simcloudEnv, string) error { return nil }
-	noShadow := RolloutConfig{Shadow: ShadowConfig{Disabled: true}}
-	noShadowNoRollback := RolloutConfig{Shadow: ShadowConfig{Disabled: true}, Rollback: RollbackConfig{Disabled: true}}
+	noShadow := cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Disabled: true}}
+	noShadowNoRollback := cloudconfig.Rollout{Shadow: cloudconfig.Shadow{Disabled: true}, Rollback: cloudconfig.Rollback{Disabled: true}}
 	cases := []struct {
 		name          string
-		rollout       RolloutConfig
-		corroboration CorroborationConfig
+		rollout       cloudconfig.Rollout
+		corroboration cloudconfig.Corroboration
 		// module replaces simcloud's before the Nodes go down, if set.
 		module   string
 		down     int
@@ -178,7 +152,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 		{name: "scale-down", down: 4, goDown: deleted, wantGone: 4},
 		{name: "scale-down past the ceiling", down: 7, goDown: deleted, wantGone: 5, wantWhy: "ceiling reached"},
 		{name: "no Ready Node to probe", down: 4, goDown: deleted, noReady: true, wantGone: 1, wantWhy: "no Ready Node"},
-		{name: "corroboration disabled", down: 4, goDown: deleted, corroboration: CorroborationConfig{Disabled: true}, wantGone: 1, wantWhy: "disabled"},
+		{name: "corroboration disabled", down: 4, goDown: deleted, corroboration: cloudconfig.Corroboration{Disabled: true}, wantGone: 1, wantWhy: "disabled"},
 		{name: "all-gone release, no previous module", rollout: noShadowNoRollback, module: "allgone", down: 4, goDown: running, wantGone: 1, wantWhy: "is gone too"},
 		{name: "stopped-as-gone release on probation", rollout: noShadow, module: "stoppedgone", down: 4, goDown: stopped, wantGone: 1, wantWhy: "previous module"},
 		// The trade-off SECURITY.md states: a module wrong only about
@@ -188,7 +162,7 @@ func TestCorroboratedDeletions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newSimcloudEnv(t, nodes, tc.rollout)
-			e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
+			e.c.budget = deletion.NewBudget("test", cloudconfig.DeletionBudget{Count: intp(1), Percent: intp(0), Corroborated: tc.corroboration})
 			if !tc.noReady {
 				var ready []string
 				for _, n := range e.nodes[tc.down:] {
@@ -237,8 +211,8 @@ func TestCorroboratedDeletions(t *testing.T) {
 // TestControlProbeIsCached: a scale-down of many Nodes probes the module
 // once per deletion.ProbeTTL, not once per Node.
 func TestControlProbeIsCached(t *testing.T) {
-	e := newSimcloudEnv(t, 20, RolloutConfig{})
-	e.c.budget = deletion.NewBudget("test", DeletionBudgetConfig{Count: intp(1), Percent: intp(0)})
+	e := newSimcloudEnv(t, 20, cloudconfig.Rollout{})
+	e.c.budget = deletion.NewBudget("test", cloudconfig.DeletionBudget{Count: intp(1), Percent: intp(0)})
 	var ready []string
 	for _, n := range e.nodes[8:] {
 		ready = append(ready, n.Name)

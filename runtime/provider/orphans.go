@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -16,7 +17,7 @@ import (
 var _ sweep.Cloud = (*Cloud)(nil)
 
 // OrphanSweep is the cloud-config's orphanSweep.
-func (c *Cloud) OrphanSweep() sweep.Config { return c.cfg.OrphanSweep }
+func (c *Cloud) OrphanSweep() cloudconfig.OrphanSweep { return c.cfg.OrphanSweep }
 
 // ListOwnedLoadBalancers asks the module in service, and only it, for the
 // load balancers it made for clusterName; module is that module. It

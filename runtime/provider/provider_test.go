@@ -14,17 +14,18 @@ import (
 	"k8s.io/cloud-provider/api"
 
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
 
-func newCloud(t testing.TB, wasm []byte, mutate func(*Config)) *Cloud {
+func newCloud(t testing.TB, wasm []byte, mutate func(*cloudconfig.Config)) *Cloud {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "provider.wasm")
 	lifecycletest.WriteFile(t, path, wasm)
 	// A shared compilation cache keeps reloads of an already-seen module
 	// fast, as it does in production.
-	cfg := &Config{Module: ModuleConfig{Path: path, CompilationCacheDir: lifecycletest.CompilationCache()}, Limits: LimitsConfig{PoolSize: 2, CallTimeout: metav1.Duration{Duration: 2 * time.Second}}}
+	cfg := &cloudconfig.Config{Module: cloudconfig.Module{Path: path, CompilationCacheDir: lifecycletest.CompilationCache()}, Limits: cloudconfig.Limits{PoolSize: 2, CallTimeout: cloudconfig.Duration{Duration: 2 * time.Second}}}
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -76,7 +77,7 @@ func TestInstanceExistsNeverGuesses(t *testing.T) {
 }
 
 func TestLoadBalancerMapping(t *testing.T) {
-	c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *Config) { cfg.ClusterName = "prod" })
+	c := newCloud(t, lifecycletest.Guest(t, "testprovider"), func(cfg *cloudconfig.Config) { cfg.ClusterName = "prod" })
 	lb, ok := c.LoadBalancer()
 	if !ok {
 		t.Fatal("LoadBalancer not supported")
@@ -134,22 +135,22 @@ func TestModuleIntegrity(t *testing.T) {
 	cases := []struct {
 		name    string
 		module  []byte
-		cfg     ModuleConfig
+		cfg     cloudconfig.Module
 		wantErr string
 	}{
-		{"pinned", wasm, ModuleConfig{SHA256: "sha256:" + lifecycletest.Digest(wasm)}, ""},
-		{"pin mismatch", wasm, ModuleConfig{SHA256: strings.Repeat("0", 64)}, "sha256 mismatch"},
-		{"signed", wasm, ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, ""},
-		{"tampered", append(append([]byte{}, wasm...), 0), ModuleConfig{PublicKeyPath: pubPath, SignaturePath: sigPath}, "signature does not verify"},
-		{"not wasm", []byte("hello"), ModuleConfig{}, "invalid wasm module"},
-		{"600,000 functions", lifecycletest.Gzip(t, wt.Module{Funcs: make([]wt.Func, 600_000)}.Bytes()), ModuleConfig{},
+		{"pinned", wasm, cloudconfig.Module{SHA256: "sha256:" + lifecycletest.Digest(wasm)}, ""},
+		{"pin mismatch", wasm, cloudconfig.Module{SHA256: strings.Repeat("0", 64)}, "sha256 mismatch"},
+		{"signed", wasm, cloudconfig.Module{PublicKeyPath: pubPath, SignaturePath: sigPath}, ""},
+		{"tampered", append(append([]byte{}, wasm...), 0), cloudconfig.Module{PublicKeyPath: pubPath, SignaturePath: sigPath}, "signature does not verify"},
+		{"not wasm", []byte("hello"), cloudconfig.Module{}, "invalid wasm module"},
+		{"600,000 functions", lifecycletest.Gzip(t, wt.Module{Funcs: make([]wt.Func, 600_000)}.Bytes()), cloudconfig.Module{},
 			"module defines 600000 functions, more than the 50000 the host compiles"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Path = filepath.Join(t.TempDir(), "provider.wasm")
 			lifecycletest.WriteFile(t, tc.cfg.Path, tc.module)
-			c, err := New(context.Background(), &Config{Module: tc.cfg})
+			c, err := New(context.Background(), &cloudconfig.Config{Module: tc.cfg})
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -164,66 +165,18 @@ func TestModuleIntegrity(t *testing.T) {
 	}
 }
 
-func TestParseConfig(t *testing.T) {
-	cases := []struct {
-		name, yaml, wantErr string
-	}{
-		{"full", `
-clusterName: prod
-module: {path: /m/provider.wasm.gz, sha256: "abc", compilationCacheDir: /var/cache, reloadInterval: 5s}
-limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 64}
-http: {allowedOrigins: ["https://api.example.com", "http://127.0.0.1:8780"], timeout: 5s}
-credentials:
-  dir: /etc/creds
-  auth: [{name: token, origins: ["https://api.example.com"], bearer: {key: token}}]
-providerConfig: {endpoint: "https://api.example.com", region: eu-1}
-`, ""},
-		{"unknown field", "module: {path: x}\nlimit: {poolSize: 2}\n", `unknown field "limit"`},
-		{"no module", "clusterName: x\n", "module.path or module.image is required"},
-		{"path and image", "module: {path: x, image: r.example/m@sha256:" + strings.Repeat("a", 64) + ", imageCacheDir: /c}\n", "exclude each other"},
-		{"image by tag", "module: {image: r.example/m:v1, imageCacheDir: /c}\n", "has no digest"},
-		{"image without cache", "module: {image: r.example/m@sha256:" + strings.Repeat("a", 64) + "}\n", "needs module.imageCacheDir"},
-		{"registry settings without image", "module: {path: x, allowTags: true}\n", "need module.image"},
-		{"bad origin", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a/path\"]}\n", "only scheme://host[:port]"},
-		{"bad credential", "module: {path: x}\ncredentials: {dir: /d, readable: [\"../etc/passwd\"]}\n", "not a plain Secret key"},
-		{"readable without dir", "module: {path: x}\ncredentials: {readable: [token]}\n", "need credentials.dir"},
-		{"granted is gone", "module: {path: x}\ncredentials: {dir: /d, granted: [token]}\n", "replaced by credentials.auth"},
-		{"auth origin not allowed", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://b.example\"], bearer: {key: t}}]}\n",
-			"origin https://b.example:443 is not in http.allowedOrigins"},
-		{"auth without origins", "module: {path: x}\ncredentials: {dir: /d, auth: [{name: t, bearer: {key: t}}]}\n", "no origins"},
-		{"auth with two schemes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: t}, basic: {usernameKey: u, passwordKey: p}}]}\n",
-			"set exactly one of"},
-		{"auth key escapes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: ../t}}]}\n",
-			"not a plain Secret key"},
-		{"auth twice", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {key: t}}, {name: t, origins: [\"https://a.example\"], bearer: {key: u}}]}\n",
-			"listed twice"},
-		{"oauth2 without token URL", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], oauth2ClientCredentials: {clientIDKey: i, clientSecretKey: s}}]}\n",
-			"is not an http(s) URL"},
-		{"google without scopes", "module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], googleServiceAccount: {key: k}}]}\n",
-			"scopes are required"},
-		{"unknown auth field", "module: {path: x}\ncredentials: {dir: /d, auth: [{name: t, origins: [\"https://a.example\"], bearer: {token: t}}]}\n", `unknown field "token"`},
-		{"negative", "module: {path: x}\nlimits: {callTimeout: -1s}\n", "must not be negative"},
-		{"half signature", "module: {path: x, publicKeyPath: k}\n", "go together"},
+// TestHostConfig: the host gets the cloud-config's limits in its units.
+func TestHostConfig(t *testing.T) {
+	cfg, err := cloudconfig.Parse(strings.NewReader("clusterName: prod\nmodule: {path: m.wasm, compilationCacheDir: /c}\n" +
+		"limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 64, recycleAboveMiB: 8, sharedStateMiB: 2}\nhttp: {timeout: 5s, maxResponseBytes: 1000}\n"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig(strings.NewReader(tc.yaml))
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got := string(cfg.ProviderConfig); got != `{"endpoint":"https://api.example.com","region":"eu-1"}` {
-					t.Fatalf("providerConfig = %s", got)
-				}
-				if hc := cfg.HostConfig("m"); hc.MemoryLimitPages != 1024 || hc.CallTimeout != 10*time.Second || hc.ClusterName != "prod" {
-					t.Fatalf("host config = %+v", hc)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("err = %v, want %q", err, tc.wantErr)
-			}
-		})
+	hc := HostConfig(cfg, "m")
+	if hc.Name != "m" || hc.ClusterName != "prod" || hc.PoolSize != 4 || hc.CallTimeout != 10*time.Second || hc.MemoryLimitPages != 1024 ||
+		hc.RecycleAbovePages != 128 || hc.SharedStateBytes != 2<<20 || hc.CompilationCacheDir != "/c" ||
+		hc.HTTP.Timeout != 5*time.Second || hc.HTTP.MaxResponseBytes != 1000 || hc.HTTP.Budget != nil {
+		t.Fatalf("host config = %+v", hc)
 	}
 }
 
@@ -233,7 +186,7 @@ func TestMemoryBudgetRefusesStart(t *testing.T) {
 	saved := cgroupRoot
 	cgroupRoot = membudgettest.Cgroups(t, map[string]string{"proc/self/cgroup": "0::/kubepods/pod1/ccm\n", "sys/fs/cgroup/memory.max": "268435456"})
 	t.Cleanup(func() { cgroupRoot = saved })
-	cfg := &Config{Module: ModuleConfig{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
+	cfg := &cloudconfig.Config{Module: cloudconfig.Module{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
 	_, err := New(context.Background(), cfg)
 	want := "memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, " +
 		"over the container's memory limit of 256 MiB"

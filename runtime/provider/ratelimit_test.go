@@ -19,8 +19,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
-	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
@@ -42,7 +42,7 @@ func TestRateLimitsConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := ParseConfig(strings.NewReader(tc.yaml))
+			cfg, err := cloudconfig.Parse(strings.NewReader(tc.yaml))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRateLimitsConfig(t *testing.T) {
 		})
 	}
 	// A bad origin list is reported as such, not again by the rate limits.
-	_, err := ParseConfig(strings.NewReader("module: {path: x}\nhttp: {allowedOrigins: [\"https://a/p\"], rateLimits: [{origin: \"https://a\", perHour: 1}]}\n"))
+	_, err := cloudconfig.Parse(strings.NewReader("module: {path: x}\nhttp: {allowedOrigins: [\"https://a/p\"], rateLimits: [{origin: \"https://a\", perHour: 1}]}\n"))
 	if err == nil || !strings.Contains(err.Error(), "only scheme://host[:port]") || strings.Contains(err.Error(), "rateLimits") {
 		t.Fatalf("err = %v, want the bad origin reported, by http.allowedOrigins only", err)
 	}
@@ -86,10 +86,10 @@ func TestThrottledCallIsRetryError(t *testing.T) {
 		t.Fatal(err)
 	}
 	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
-	c := newCloud(t, wasm, func(cfg *Config) {
+	c := newCloud(t, wasm, func(cfg *cloudconfig.Config) {
 		cfg.HTTP.AllowedOrigins = []string{srv.URL}
-		cfg.HTTP.RateLimits = []egress.RateLimit{{Origin: srv.URL, PerHour: 1}}
-		cfg.Credentials = CredentialsConfig{Dir: creds, Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
+		cfg.HTTP.RateLimits = []cloudconfig.RateLimit{{Origin: srv.URL, PerHour: 1}}
+		cfg.Credentials = credentials.Config{Dir: creds, Auth: []credentials.AuthConfig{{Name: "token", Origins: []string{srv.URL}, Bearer: &credentials.BearerAuth{Key: "token"}}}}
 		cfg.ProviderConfig = []byte(fmt.Sprintf(`{"endpoint":%q,"tokenCredential":"token"}`, srv.URL))
 	})
 	recorder := record.NewFakeRecorder(10)

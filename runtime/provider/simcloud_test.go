@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
@@ -32,21 +33,21 @@ type simcloudEnv struct {
 
 // simcloudGrants starts a simulated cloud and returns it with the
 // cloud-config grants the simcloud module needs to reach it.
-func simcloudGrants(t testing.TB) (*simcloud.Cloud, func(*Config)) {
+func simcloudGrants(t testing.TB) (*simcloud.Cloud, func(*cloudconfig.Config)) {
 	t.Helper()
 	cloud, g := lifecycletest.Simcloud(t)
-	return cloud, func(cfg *Config) {
+	return cloud, func(cfg *cloudconfig.Config) {
 		cfg.HTTP.AllowedOrigins = []string{g.Origin}
 		cfg.Credentials = g.Credentials
 		cfg.ProviderConfig = g.ProviderConfig
 	}
 }
 
-func newSimcloudEnv(t testing.TB, nodes int, rollout RolloutConfig) *simcloudEnv {
+func newSimcloudEnv(t testing.TB, nodes int, rollout cloudconfig.Rollout) *simcloudEnv {
 	t.Helper()
 	cloud, grants := simcloudGrants(t)
 	wasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
-	c := newCloud(t, wasm, func(cfg *Config) {
+	c := newCloud(t, wasm, func(cfg *cloudconfig.Config) {
 		grants(cfg)
 		cfg.Module.Rollout = rollout
 	})

@@ -69,64 +69,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 )
-
-// Defaults of the cloud-config's orphanSweep.
-const (
-	DefaultPeriod              = 10 * time.Minute
-	DefaultMaxDeletionsPerHour = 5
-	// DefaultClusterName is cloud-provider's default --cluster-name.
-	DefaultClusterName = "kubernetes"
-	// minPeriod keeps a typo from listing the cloud in a tight loop;
-	// periods this short are for tests.
-	minPeriod = time.Second
-)
-
-// Config is the cloud-config's orphanSweep.
-type Config struct {
-	// Disabled turns the sweep off.
-	Disabled bool `json:"disabled,omitempty"`
-	// Period between sweeps (default 10m, at least 1s). An orphan is
-	// deleted at the second sweep that finds it, so between one and two
-	// periods after it appeared.
-	Period metav1.Duration `json:"period,omitempty"`
-	// MaxDeletionsPerHour bounds the load balancers deleted in any hour
-	// (default 5).
-	MaxDeletionsPerHour int `json:"maxDeletionsPerHour,omitempty"`
-	// DryRun reports orphans (log, metric, Event) without deleting them.
-	DryRun bool `json:"dryRun,omitempty"`
-	// AllowDefaultClusterName lets the sweep run under the cluster name
-	// "kubernetes": set it only when no other cluster in the cloud account
-	// runs a CCM that labels its load balancers with that name.
-	AllowDefaultClusterName bool `json:"allowDefaultClusterName,omitempty"`
-}
-
-// Validate checks the values.
-func (c Config) Validate() error {
-	var errs []error
-	if c.Period.Duration != 0 && c.Period.Duration < minPeriod {
-		errs = append(errs, fmt.Errorf("orphanSweep.period %s is shorter than %s", c.Period.Duration, minPeriod))
-	}
-	if c.MaxDeletionsPerHour < 0 {
-		errs = append(errs, fmt.Errorf("orphanSweep.maxDeletionsPerHour %d is negative", c.MaxDeletionsPerHour))
-	}
-	return errors.Join(errs...)
-}
-
-func (c Config) period() time.Duration {
-	if c.Period.Duration == 0 {
-		return DefaultPeriod
-	}
-	return c.Period.Duration
-}
-
-func (c Config) maxPerHour() int {
-	if c.MaxDeletionsPerHour == 0 {
-		return DefaultMaxDeletionsPerHour
-	}
-	return c.MaxDeletionsPerHour
-}
 
 // ErrUnsupported is what Cloud.ListOwnedLoadBalancers answers when the
 // module in service does not export the listing.
@@ -150,7 +95,7 @@ type Cloud interface {
 
 // Sweeper is the sweep of one cluster. Run drives it; Sweep is one pass.
 type Sweeper struct {
-	cfg         Config
+	cfg         cloudconfig.OrphanSweep
 	cloud       Cloud
 	clusterName string
 	services    corelisters.ServiceLister
@@ -178,22 +123,22 @@ type Sweeper struct {
 
 // New returns the sweep of clusterName's load balancers. recorder and pod
 // may be nil.
-func New(cfg Config, cloud Cloud, clusterName string, services corelisters.ServiceLister, synced func() bool,
+func New(cfg cloudconfig.OrphanSweep, cloud Cloud, clusterName string, services corelisters.ServiceLister, synced func() bool,
 	recorder record.EventRecorder, pod *v1.ObjectReference) *Sweeper {
-	return &Sweeper{cfg: cfg, cloud: cloud, clusterName: clusterName, services: services, synced: synced,
+	return &Sweeper{cfg: cfg.WithDefaults(), cloud: cloud, clusterName: clusterName, services: services, synced: synced,
 		recorder: recorder, pod: pod, now: time.Now,
 		pending: map[string]bool{}, deleted: map[string]bool{}, stuck: map[string]bool{}}
 }
 
 // Refusal says why the sweep cannot run at all with cfg and clusterName;
 // "" when it can.
-func Refusal(cfg Config, clusterName string) string {
+func Refusal(cfg cloudconfig.OrphanSweep, clusterName string) string {
 	switch {
 	case cfg.Disabled:
 		return "orphanSweep.disabled is set"
 	case clusterName == "":
 		return "the cluster name is empty"
-	case clusterName == DefaultClusterName && !cfg.AllowDefaultClusterName:
+	case clusterName == cloudconfig.DefaultClusterName && !cfg.AllowDefaultClusterName:
 		return `the cluster name is the default "kubernetes", which other clusters in the cloud account may share; set --cluster-name to a name unique in the account, or orphanSweep.allowDefaultClusterName`
 	}
 	return ""
@@ -203,9 +148,9 @@ func Refusal(cfg Config, clusterName string) string {
 // the start: the controllers have then had time to create the load
 // balancers of the Services they found.
 func (s *Sweeper) Run(ctx context.Context) {
-	klog.InfoS("orphan load balancer sweep started", "cluster", s.clusterName, "period", s.cfg.period(),
-		"maxDeletionsPerHour", s.cfg.maxPerHour(), "dryRun", s.cfg.DryRun)
-	t := time.NewTicker(s.cfg.period())
+	klog.InfoS("orphan load balancer sweep started", "cluster", s.clusterName, "period", s.cfg.Period.Duration,
+		"maxDeletionsPerHour", s.cfg.MaxDeletionsPerHour, "dryRun", s.cfg.DryRun)
+	t := time.NewTicker(s.cfg.Period.Duration)
 	defer t.Stop()
 	for {
 		select {
@@ -392,7 +337,7 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 		}
 	}
 	s.deletions = kept
-	if len(s.deletions) >= s.cfg.maxPerHour() {
+	if len(s.deletions) >= s.cfg.MaxDeletionsPerHour {
 		deletions.WithLabelValues(s.cloud.Name(), "deferred").Inc()
 		s.event(lb, events.OrphanLoadBalancerDeferred, fmt.Sprintf("orphaned load balancer %s not deleted yet: the sweep deleted %d in the last hour (orphanSweep.maxDeletionsPerHour)", describe(lb), len(s.deletions)))
 		return

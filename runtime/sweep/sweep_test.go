@@ -18,6 +18,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
@@ -92,7 +93,7 @@ type fixture struct {
 	now      time.Time
 }
 
-func newFixture(t *testing.T, cfg Config) *fixture {
+func newFixture(t *testing.T, cfg cloudconfig.OrphanSweep) *fixture {
 	t.Helper()
 	f := &fixture{cloud: &fakeCloud{module: "m1"}, services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		synced: true, events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
@@ -141,7 +142,7 @@ func (f *fixture) eventReasons() []string {
 // deletes it, with an Event each time; a load balancer whose Service
 // exists is never touched.
 func TestOrphanDeletedAtTheSecondSweep(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.cloud.add("u-live")
 	f.service("live", "u-live")
@@ -161,7 +162,7 @@ func TestOrphanDeletedAtTheSecondSweep(t *testing.T) {
 
 // TestNothingBeforeTheInformerSynced: the module is not even asked.
 func TestNothingBeforeTheInformerSynced(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.synced = false
 	for range 3 {
@@ -178,7 +179,7 @@ func TestNothingBeforeTheInformerSynced(t *testing.T) {
 // TestAnyServiceWithTheUIDProtects: a Service of any type, or being
 // deleted, keeps its load balancer from the sweep.
 func TestAnyServiceWithTheUIDProtects(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-clusterip")
 	f.cloud.add("u-deleting")
 	f.service("was-lb", "u-clusterip", func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP })
@@ -201,7 +202,7 @@ func TestAnyServiceWithTheUIDProtects(t *testing.T) {
 // and goes.
 func TestRecreatedServiceKeepsAnAdoptedLoadBalancer(t *testing.T) {
 	t.Run("named by annotation", func(t *testing.T) {
-		f := newFixture(t, Config{})
+		f := newFixture(t, cloudconfig.OrphanSweep{})
 		f.cloud.lbs = []abi.OwnedLoadBalancer{{Name: "web-lb", ClusterName: cluster, ServiceUID: "u-old", ServiceNamespace: "default", ServiceName: "web"}}
 		f.cloud.name = func(svc *v1.Service) string {
 			if n := svc.Annotations["lb-name"]; n != "" {
@@ -219,7 +220,7 @@ func TestRecreatedServiceKeepsAnAdoptedLoadBalancer(t *testing.T) {
 		}
 	})
 	t.Run("named by UID", func(t *testing.T) {
-		f := newFixture(t, Config{})
+		f := newFixture(t, cloudconfig.OrphanSweep{})
 		f.cloud.add("u-old")
 		f.cloud.lbs[0].ServiceName = "web"
 		f.cloud.add("u-new")
@@ -230,7 +231,7 @@ func TestRecreatedServiceKeepsAnAdoptedLoadBalancer(t *testing.T) {
 		f.wantDeleted(t, "u-old")
 	})
 	t.Run("Service type changed but its finalizer is still there", func(t *testing.T) {
-		f := newFixture(t, Config{})
+		f := newFixture(t, cloudconfig.OrphanSweep{})
 		f.cloud.lbs = []abi.OwnedLoadBalancer{{Name: "web-lb", ServiceUID: "u-old"}}
 		f.cloud.name = func(*v1.Service) string { return "web-lb" }
 		f.service("web", "u-new", func(s *v1.Service) {
@@ -247,7 +248,7 @@ func TestRecreatedServiceKeepsAnAdoptedLoadBalancer(t *testing.T) {
 // TestAnotherClustersLoadBalancersIgnored: an entry naming another
 // cluster is never a candidate, even when the module lists it.
 func TestAnotherClustersLoadBalancersIgnored(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-other")
 	f.cloud.lbs[0].ClusterName = "another-cluster"
 	f.cloud.lbs = append(f.cloud.lbs, abi.OwnedLoadBalancer{Name: "", ServiceUID: "u-noname"}, abi.OwnedLoadBalancer{Name: "x"})
@@ -259,7 +260,7 @@ func TestAnotherClustersLoadBalancersIgnored(t *testing.T) {
 
 // TestAFailedListingBreaksTheChain: sweeps agree only when consecutive.
 func TestAFailedListingBreaksTheChain(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.sweep(t, resultOK)
 	f.cloud.listErr = errors.New("cloud unavailable")
@@ -274,7 +275,7 @@ func TestAFailedListingBreaksTheChain(t *testing.T) {
 // TestANewModuleConfirmsNothing: a module replaced between two sweeps
 // (hot reload, rollback) must find the orphan twice itself.
 func TestANewModuleConfirmsNothing(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.sweep(t, resultOK)
 	f.cloud.module = "m2"
@@ -287,7 +288,7 @@ func TestANewModuleConfirmsNothing(t *testing.T) {
 // TestAnOrphanThatLeavesIsForgotten: deleted by someone else in between,
 // then back (another late create): it must be seen twice again.
 func TestAnOrphanThatLeavesIsForgotten(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.sweep(t, resultOK)
 	lbs := f.cloud.lbs
@@ -301,7 +302,7 @@ func TestAnOrphanThatLeavesIsForgotten(t *testing.T) {
 // TestNoNameNoDeletion: when a Service's load balancer name cannot be
 // had, nothing is deleted.
 func TestNoNameNoDeletion(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.service("live", "u-live")
 	f.cloud.nameErr = errors.New("trap")
@@ -314,7 +315,7 @@ func TestNoNameNoDeletion(t *testing.T) {
 // TestUnsupportedModule: a module without the export is asked nothing
 // else.
 func TestUnsupportedModule(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.add("u-gone")
 	f.cloud.listErr = ErrUnsupported
 	f.sweep(t, resultUnsupported)
@@ -327,7 +328,7 @@ func TestUnsupportedModule(t *testing.T) {
 // TestDeletionBudget: at most MaxDeletionsPerHour in a sliding hour; the
 // rest wait with an Event and go when the hour has slid.
 func TestDeletionBudget(t *testing.T) {
-	f := newFixture(t, Config{MaxDeletionsPerHour: 2})
+	f := newFixture(t, cloudconfig.OrphanSweep{MaxDeletionsPerHour: 2})
 	for i := range 5 {
 		f.cloud.add(fmt.Sprintf("u-%d", i))
 	}
@@ -354,7 +355,7 @@ func TestDeletionBudget(t *testing.T) {
 
 // TestDryRun reports and deletes nothing.
 func TestDryRun(t *testing.T) {
-	f := newFixture(t, Config{DryRun: true})
+	f := newFixture(t, cloudconfig.OrphanSweep{DryRun: true})
 	f.cloud.add("u-gone")
 	for range 3 {
 		f.sweep(t, resultOK)
@@ -365,7 +366,7 @@ func TestDryRun(t *testing.T) {
 // TestADeleteThatRemovesNothingIsNotRepeated: a module whose delete
 // succeeds without removing the load balancer gets one try and a Warning.
 func TestADeleteThatRemovesNothingIsNotRepeated(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, cloudconfig.OrphanSweep{})
 	f.cloud.keep = true
 	f.cloud.add("u-gone")
 	for range 5 {
@@ -379,24 +380,24 @@ func TestADeleteThatRemovesNothingIsNotRepeated(t *testing.T) {
 
 func TestRefusal(t *testing.T) {
 	for _, tt := range []struct {
-		cfg     Config
+		cfg     cloudconfig.OrphanSweep
 		cluster string
 		refused bool
 	}{
-		{Config{}, "prod-eu", false},
-		{Config{}, DefaultClusterName, true},
-		{Config{AllowDefaultClusterName: true}, DefaultClusterName, false},
-		{Config{Disabled: true}, "prod-eu", true},
-		{Config{}, "", true},
+		{cloudconfig.OrphanSweep{}, "prod-eu", false},
+		{cloudconfig.OrphanSweep{}, cloudconfig.DefaultClusterName, true},
+		{cloudconfig.OrphanSweep{AllowDefaultClusterName: true}, cloudconfig.DefaultClusterName, false},
+		{cloudconfig.OrphanSweep{Disabled: true}, "prod-eu", true},
+		{cloudconfig.OrphanSweep{}, "", true},
 	} {
 		if got := Refusal(tt.cfg, tt.cluster) != ""; got != tt.refused {
 			t.Errorf("Refusal(%+v, %q) = %q", tt.cfg, tt.cluster, Refusal(tt.cfg, tt.cluster))
 		}
 	}
-	if err := (Config{Period: metav1.Duration{Duration: time.Second / 2}}).Validate(); err == nil {
+	if err := (cloudconfig.OrphanSweep{Period: cloudconfig.Duration{Duration: time.Second / 2}}).Validate(); err == nil {
 		t.Error("a 500ms period was accepted")
 	}
-	if err := (Config{MaxDeletionsPerHour: -1}).Validate(); err == nil {
+	if err := (cloudconfig.OrphanSweep{MaxDeletionsPerHour: -1}).Validate(); err == nil {
 		t.Error("a negative budget was accepted")
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
@@ -268,10 +269,10 @@ func BenchmarkStartup(b *testing.B) {
 			if err := os.WriteFile(path, gz.Bytes(), 0o644); err != nil {
 				b.Fatal(err)
 			}
-			cfg := &provider.Config{
+			cfg := &cloudconfig.Config{
 				ClusterName:    clusterName,
-				Module:         provider.ModuleConfig{Path: path, CompilationCacheDir: filepath.Join(dir, "cache")},
-				HTTP:           provider.HTTPConfig{AllowedOrigins: []string{endpoint}},
+				Module:         cloudconfig.Module{Path: path, CompilationCacheDir: filepath.Join(dir, "cache")},
+				HTTP:           cloudconfig.HTTP{AllowedOrigins: []string{endpoint}},
 				ProviderConfig: providerConfig,
 			}
 			start := func() (func(), error) {

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 	"github.com/wasmccm/wasmccm/test/e2e/cluster"
@@ -104,10 +105,10 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	// A new module is compared in shadow before it is put in service (2m
 	// by default); a short period keeps the hot reload check below quick.
 	// test/e2e/rollout_test.go tests the comparison itself.
-	hostCfg.Module.Rollout.Shadow.Duration = metav1.Duration{Duration: time.Second}
+	hostCfg.Module.Rollout.Shadow.Duration = cloudconfig.Duration{Duration: time.Second}
 	// writeCloudConfig writes the cloud-config as the kubelet updates a
 	// ConfigMap volume: a new file renamed over the old.
-	writeCloudConfig := func(cfg provider.Config) {
+	writeCloudConfig := func(cfg cloudconfig.Config) {
 		data, err := yaml.Marshal(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -221,7 +222,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 			writeCloudConfig(next)
 		} else {
 			modulePath := resolve(cfg.Module.Path)
-			wasm, err := provider.ReadModule(provider.ModuleConfig{Path: modulePath})
+			wasm, err := provider.ReadModule(cloudconfig.Module{Path: modulePath})
 			if err != nil {
 				t.Fatal(err)
 			}

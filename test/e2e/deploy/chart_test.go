@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
@@ -186,7 +187,7 @@ func TestChartModuleSources(t *testing.T) {
 			if err := yaml.Unmarshal([]byte(cm.Data["cloud-config.yaml"]), &cfg); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := provider.ParseConfig(strings.NewReader(cm.Data["cloud-config.yaml"])); err != nil {
+			if _, err := cloudconfig.Parse(strings.NewReader(cm.Data["cloud-config.yaml"])); err != nil {
 				t.Errorf("the CCM refuses the rendered cloud-config: %v", err)
 			}
 			tt.check(t, &dep.Spec.Template.Spec, cfg.Module)
@@ -355,7 +356,7 @@ func TestChartSeveralModules(t *testing.T) {
 			if m.volume.ConfigMap == nil || m.volume.ConfigMap.Name != "wasm-provider-module-sim" || filepath.Dir(sim.Module.Path) != "/etc/wasmccm/modules/sim" {
 				t.Errorf("sim module.path %s is not in /etc/wasmccm/modules/sim, the wasm-provider-module-sim volume", sim.Module.Path)
 			}
-			if wasm, err := provider.ReadModule(provider.ModuleConfig{Path: file}); err != nil || !bytes.Equal(wasm, emptyModule) {
+			if wasm, err := provider.ReadModule(cloudconfig.Module{Path: file}); err != nil || !bytes.Equal(wasm, emptyModule) {
 				t.Errorf("sim module: %x (%v), want %x", wasm, err, emptyModule)
 			}
 
@@ -401,7 +402,7 @@ func TestChartSeveralModules(t *testing.T) {
 					t.Errorf("%s module.lastKnownGood %+v, want it on: %v", mod.Name, mod.Module.LastKnownGood, slices.Contains(tt.wantRecords, mod.Name))
 				}
 				if !mod.Module.LastKnownGood.Disabled {
-					want = append(want, mod.Module.LastKnownGood.ChunkNames()...)
+					want = append(want, provider.LastKnownGoodChunkNames(mod.Module.LastKnownGood)...)
 				}
 			}
 			role := as[*rbacv1.Role](t, all, "Role", "wasm-cloud-controller-manager:last-known-good")

@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/runtime/wasmfile"
 )
@@ -234,7 +235,7 @@ func flagValue(t testing.TB, args []string, name string) string {
 
 // loadCloudConfig reads the cloud-config the Deployment's --cloud-config
 // names, through its volume, and parses it as the CCM does.
-func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.Deployment) *provider.Config {
+func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.Deployment) *cloudconfig.Config {
 	t.Helper()
 	arg := flagValue(t, dep.Spec.Template.Spec.Containers[0].Args, "cloud-config")
 	path, _, ok := files.resolve(arg)
@@ -245,7 +246,7 @@ func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.
 	if err != nil {
 		t.Fatalf("--cloud-config=%s: %v", arg, err)
 	}
-	cfg, err := provider.ParseConfig(bytes.NewReader(data))
+	cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("--cloud-config=%s: %v", arg, err)
 	}
@@ -287,7 +288,7 @@ func testCloudConfig(t *testing.T, all []manifest) {
 			if !ok || m.volume.ConfigMap == nil || m.volume.ConfigMap.Name != "wasm-provider-module" {
 				return fmt.Errorf("%s is not on the wasm-provider-module volume", cfg.Module.Path)
 			}
-			wasm, err := provider.ReadModule(provider.ModuleConfig{Path: path, SHA256: cfg.Module.SHA256})
+			wasm, err := provider.ReadModule(cloudconfig.Module{Path: path, SHA256: cfg.Module.SHA256})
 			if err != nil {
 				return err
 			}
@@ -353,7 +354,7 @@ func testCloudConfig(t *testing.T, all []manifest) {
 			return nil
 		}()},
 		{"clusterName equals --cluster-name", func() error {
-			got := cfg.HostConfig("simcloud").ClusterName
+			got := provider.HostConfig(cfg, "simcloud").ClusterName
 			if want := flagValue(t, args, "cluster-name"); got != want {
 				return fmt.Errorf("clusterName %q, --cluster-name %q", got, want)
 			}
@@ -437,7 +438,7 @@ func testDeployment(t *testing.T, all []manifest) {
 		{"the Lease is the one the Role grants", le.ResourceNamespace == role.Namespace &&
 			le.ResourceName == leaseName && slices.Equal(leaseRule.ResourceNames, []string{le.ResourceName})},
 		{"the last-known-good Role grants the record's ConfigMaps", record.Namespace == role.Namespace &&
-			slices.Equal(record.Rules[0].ResourceNames, provider.LastKnownGoodConfig{}.ChunkNames())},
+			slices.Equal(record.Rules[0].ResourceNames, provider.LastKnownGoodChunkNames(cloudconfig.LastKnownGood{}))},
 		{"probes reach /healthz on --bind-address:--secure-port", !slices.ContainsFunc(probes, func(p *corev1.Probe) bool {
 			return p == nil || p.HTTPGet == nil || p.HTTPGet.Scheme != corev1.URISchemeHTTPS || p.HTTPGet.Path != "/healthz" ||
 				p.HTTPGet.Port.IntValue() != opts.SecureServing.BindPort || p.HTTPGet.Host != opts.SecureServing.BindAddress.String()

@@ -44,6 +44,7 @@ import (
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/native"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/provider"
@@ -117,7 +118,7 @@ func newCloud(r io.Reader) (cloudprovider.Interface, error) {
 	if err := p.Init(context.Background(), cfg.ClusterName, providerConfig); err != nil {
 		return nil, err
 	}
-	return provider.NewWithBackend(&provider.Config{ClusterName: cfg.ClusterName}, linked{p}), nil
+	return provider.NewWithBackend(&cloudconfig.Config{ClusterName: cfg.ClusterName}, linked{p}), nil
 }
 
 // linked serves the ABI's methods by calling the provider directly, with

@@ -1,4 +1,4 @@
-package provider
+package cloudconfig
 
 import (
 	"strings"
@@ -14,17 +14,25 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add("clusterName: c\nmodule: {path: /m.wasm.gz, sha256: abc, reloadInterval: 5s}\nlimits: {poolSize: 4, callTimeout: 1s, memoryLimitMiB: 64}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /c, auth: [{name: token, origins: [\"https://a.example\"], bearer: {key: token}}]}\nproviderConfig: {x: [1, 2]}\n")
 	f.Add("module: {path: x}\nhttp: {allowedOrigins: [\"https://a.example\"]}\ncredentials: {dir: /c, readable: [k], auth: [{name: a, origins: [\"https://a.example\"], sigv4: {accessKeyIDKey: i, secretAccessKeyKey: s, region: r}}, {name: g, origins: [\"https://a.example\"], googleServiceAccount: {key: k, scopes: [s]}}]}\n")
 	f.Add("module: {path: x}\nhttp: {allowedOrigins: [\"http://[::1]:80\", \"https://h:99999\"]}\n")
+	f.Add("module: {image: r.example/m@sha256:0123456789012345678901234567890123456789012345678901234567890123, imageCacheDir: /c}\nhttp: {allowedOrigins: [\"https://a.example\"], rateLimits: [{origin: \"https://a.example\", perHour: 3600, burst: 5}]}\nsafety: {maxNodeDeletions: {count: 2, window: 1m}}\norphanSweep: {period: 2s}\n")
 	f.Fuzz(func(t *testing.T, doc string) {
-		cfg, err := ParseConfig(strings.NewReader(doc))
+		cfg, err := Parse(strings.NewReader(doc))
 		if err != nil {
 			return
 		}
-		hc := cfg.HostConfig("fuzz")
-		if err := credentials.Validate(hc.Credentials, hc.HTTP.AllowedOrigins); err != nil {
+		if err := credentials.Validate(cfg.Credentials, cfg.HTTP.AllowedOrigins); err != nil {
 			t.Fatalf("accepted credentials the host refuses: %v", err)
 		}
-		if cfg.Module.Path == "" || hc.PoolSize < 0 || hc.PoolSize > 256 || hc.CallTimeout < 0 || hc.MemoryLimitPages > 65536 {
+		l := cfg.Limits
+		if (cfg.Module.Path == "") == (cfg.Module.Image == "") || l.PoolSize < 0 || l.PoolSize > 256 || l.CallTimeout.Duration < 0 ||
+			l.MemoryLimitMiB > 4096 || l.SharedStateMiB > 4096 || l.RecycleAboveMiB > 4096 {
 			t.Fatalf("accepted out-of-bounds config: %+v", cfg)
+		}
+		if _, err := Paces(cfg.HTTP.RateLimits, cfg.HTTP.AllowedOrigins); err != nil {
+			t.Fatalf("accepted rate limits the host refuses: %v", err)
+		}
+		if b := cfg.Safety.MaxNodeDeletions.WithDefaults(); *b.Count < 0 || *b.Percent < 0 || *b.Percent > 100 || b.Window.Duration <= 0 {
+			t.Fatalf("accepted a deletion budget out of bounds: %+v", b)
 		}
 	})
 }

@@ -1,10 +1,8 @@
-package lifecycle
+package cloudconfig
 
 import (
 	"errors"
 	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Defaults of module.rollout.
@@ -17,17 +15,17 @@ const (
 	defaultRollbackFailPercent = 20
 )
 
-// RolloutConfig is module.rollout.
-type RolloutConfig struct {
+// Rollout is module.rollout, carried out by runtime/lifecycle.
+type Rollout struct {
 	// Shadow compares a changed module's answers with the module in
 	// service before it answers.
-	Shadow ShadowConfig `json:"shadow,omitempty"`
+	Shadow Shadow `json:"shadow,omitempty"`
 	// Rollback keeps the previous module after a promotion, to put it
 	// back if the new one fails.
-	Rollback RollbackConfig `json:"rollback,omitempty"`
+	Rollback Rollback `json:"rollback,omitempty"`
 }
 
-// ShadowConfig is module.rollout.shadow. A candidate is promoted once it
+// Shadow is module.rollout.shadow. A candidate is promoted once it
 // has run in shadow for Duration (default 2m) and been compared on at
 // least Calls calls (default 20), with at most Concurrency (default 4)
 // shadow calls in flight; shadow calls beyond that are dropped and
@@ -38,28 +36,28 @@ type RolloutConfig struct {
 // Disabled puts a new module in service at once, as plain hot reload does:
 // it is unsafe, since nothing then checks the new module's answers before
 // the controllers act on them (the deletion budget still applies).
-type ShadowConfig struct {
+type Shadow struct {
 	// Disabled puts a changed module in service at once (unsafe).
 	Disabled bool `json:"disabled,omitempty"`
 	// Duration is the least time a candidate runs in shadow.
-	Duration metav1.Duration `json:"duration,omitempty"`
+	Duration Duration `json:"duration,omitempty"`
 	// Calls is the least number of calls compared before a promotion.
 	Calls int `json:"calls,omitempty"`
 	// Concurrency bounds the shadow calls in flight; more are dropped.
 	Concurrency int `json:"concurrency,omitempty"`
 }
 
-// RollbackConfig is module.rollout.rollback. For Window (default 30m)
+// Rollback is module.rollout.rollback. For Window (default 30m)
 // after a promotion the previous module stays compiled; if at least
 // MinCalls (default 20) calls reached the promoted module and
 // FailurePercent (default 20) percent or more of them failed without an
 // answer, the previous module is put back. Disabled drops the previous
 // module at promotion.
-type RollbackConfig struct {
+type Rollback struct {
 	// Disabled drops the previous module at promotion.
 	Disabled bool `json:"disabled,omitempty"`
 	// Window is how long after a promotion the previous module is kept.
-	Window metav1.Duration `json:"window,omitempty"`
+	Window Duration `json:"window,omitempty"`
 	// MinCalls is the least number of calls before a rollback is judged.
 	MinCalls int `json:"minCalls,omitempty"`
 	// FailurePercent of calls failing without an answer rolls back.
@@ -68,7 +66,7 @@ type RollbackConfig struct {
 
 // Validate reports every value out of range, named by its cloud-config
 // path.
-func (c RolloutConfig) Validate() error {
+func (c Rollout) Validate() error {
 	var errs []error
 	if c.Shadow.Duration.Duration < 0 || c.Rollback.Window.Duration < 0 {
 		errs = append(errs, errors.New("module.rollout durations must not be negative"))
@@ -83,7 +81,7 @@ func (c RolloutConfig) Validate() error {
 }
 
 // WithDefaults returns c with its unset values at their defaults.
-func (c ShadowConfig) WithDefaults() ShadowConfig {
+func (c Shadow) WithDefaults() Shadow {
 	c.Duration.Duration = orDefault(c.Duration.Duration, defaultShadowDuration)
 	c.Calls = orDefault(c.Calls, defaultShadowCalls)
 	c.Concurrency = orDefault(c.Concurrency, defaultShadowConcurrency)
@@ -91,17 +89,9 @@ func (c ShadowConfig) WithDefaults() ShadowConfig {
 }
 
 // WithDefaults returns c with its unset values at their defaults.
-func (c RollbackConfig) WithDefaults() RollbackConfig {
+func (c Rollback) WithDefaults() Rollback {
 	c.Window.Duration = orDefault(c.Window.Duration, defaultRollbackWindow)
 	c.MinCalls = orDefault(c.MinCalls, defaultRollbackMinCalls)
 	c.FailurePercent = orDefault(c.FailurePercent, defaultRollbackFailPercent)
 	return c
-}
-
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
 }
