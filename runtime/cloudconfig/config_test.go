@@ -76,7 +76,6 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 	}
 }
 
-
 // TestParseSafetyAndRollout: the safety and rollout sections, set and
 // disabled, and their bounds.
 func TestParseSafetyAndRollout(t *testing.T) {
