@@ -14,7 +14,7 @@
 # on free loopback ports, test by test, and spend most of their time
 # waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
 # a time (default 4): each package a job, and each top-level test of
-# test/e2e and test/conformance, the longest packages, a job of its own. The fuzz phase
+# test/e2e, by far the longest package, a job of its own. The fuzz phase
 # runs beside those jobs rather than after them, in the processor time
 # their waiting leaves.
 set -euo pipefail
@@ -140,8 +140,8 @@ stdlib_modules() {
 }
 
 # e2e runs the end-to-end tests as jobs, e2e_parallel at a time: each
-# package of test/... with tests a job, but test/e2e and test/conformance,
-# each top-level test of which is a job, a process of its own. Every test binary and the
+# package of test/... with tests but test/e2e a job, and each top-level
+# test of test/e2e a job, a process of its own. Every test binary and the
 # manager binary are built first, the test binaries by one go command,
 # which compiles what they share once (with one go test per job, jobs
 # started together each compiled it: minutes on a cold cache). Jobs start
@@ -153,19 +153,14 @@ stdlib_modules() {
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job rc=0 durations="$cache/e2e-durations"
-  # The packages whose top-level tests are jobs of their own: the longest,
-  # each a process that would otherwise hold the phase's end alone.
-  local split_packages='./test/e2e ./test/conformance'
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/bin/" ./test/...
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
   beside fuzz "$make" --no-print-directory fuzz
   {
     "$go" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./test/... |
-      sed -e "s|^$PWD/|./|" | grep -vxF -f <(tr ' ' '\n' <<<"$split_packages")
-    for pkg in $split_packages; do
-      sed -n "s|^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {\$|$pkg/\1|p" "$pkg"/*_test.go
-    done
+      sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
+    sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go
   } >"$dir/jobs"
   awk -v durations="$durations" '
     BEGIN { while ((getline line <durations) > 0) { split(line, f, " "); seconds[f[2]] = f[1] } }
@@ -173,8 +168,8 @@ e2e() {
   # shellcheck disable=SC2016 # expanded by the inner shell
   WASMCCM_E2E_CCM="$dir/wasm-cloud-controller-manager" xargs -P "$e2e_parallel" -I{} bash -c '
     log="$1/$(tr / _ <<<"${0#./}").log" start=$SECONDS
-    case ${0##*/} in
-    Test*) pkg=${0%/*} && (cd "$pkg" && exec "$1/bin/${pkg##*/}.test" -test.count=1 -test.timeout=40m -test.run="^${0##*/}\$") ;;
+    case $0 in
+    Test*) (cd test/e2e && exec "$1/bin/e2e.test" -test.count=1 -test.timeout=40m -test.run="^$0\$") ;;
     *) (cd "$0" && exec "$1/bin/${0##*/}.test" -test.count=1 -test.timeout=40m) ;;
     esac >"$log" 2>&1
     rc=$?
