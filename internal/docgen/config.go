@@ -215,7 +215,7 @@ func shortDuration(d time.Duration) string {
 	return s
 }
 
-// probeLimits finds the range of values ParseConfig accepts for the
+// probeLimits finds the range of values cloudconfig.Parse accepts for the
 // number or duration at path, all else left to its default.
 func probeLimits(path string, t reflect.Type) string {
 	switch {

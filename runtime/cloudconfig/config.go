@@ -244,3 +244,12 @@ func ReadFile(path string) (*Config, error) {
 	defer f.Close()
 	return Parse(f)
 }
+
+// orDefault returns v, or def when v is the zero value.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}

@@ -26,12 +26,3 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 
 // MarshalJSON writes d as a quoted Go duration.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.Duration.String()) }
-
-// orDefault returns v, or def when v is the zero value.
-func orDefault[T comparable](v, def T) T {
-	var zero T
-	if v == zero {
-		return def
-	}
-	return v
-}

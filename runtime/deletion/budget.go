@@ -1,9 +1,9 @@
 // Package deletion holds wasmccm's Node deletion policy: the decisions on
 // the module's answers that would make the upstream controllers delete a
-// Node. It holds the deletion budget (Budget: its configuration, the
-// reports of its decisions and the error that replaces a deferred answer;
-// the sliding window of the distinct Nodes admitted for deletion is
-// runtime/deletion/window), corroboration
+// Node. It holds the deletion budget (Budget: its limits, read from
+// cloudconfig.DeletionBudget, the reports of its decisions and the error
+// that replaces a deferred answer; the sliding window of the distinct
+// Nodes admitted for deletion is runtime/deletion/window), corroboration
 // (corroborate.go: admissions past the budget on evidence, up to a
 // ceiling) and the control probe (ControlProbe: the cached verdict on
 // whether the module in service still tells existing instances from

@@ -8,8 +8,8 @@ import (
 )
 
 // HostConfig turns the cloud-config into the runtime's Config for a module
-// labelled name, without a rate budget: the provider hands every module
-// generation its Cloud's one budget (Cloud.hostConfig).
+// labelled name, without a rate budget: Cloud.instantiate hands every
+// module generation its Cloud's one budget.
 func HostConfig(c *cloudconfig.Config, name string) host.Config {
 	return host.Config{
 		Name:                name,
