@@ -4,13 +4,14 @@
 // per module. docs/reference/cloud-config.md is generated from these
 // types and their doc comments.
 //
-// It imports no Kubernetes package and no part of the runtime that runs
-// modules: the configuration can be read, checked and fuzzed (`go test
-// -fuzz` instruments every package a fuzz target links) without them. The
-// packages that act on a section own its meaning: runtime/lifecycle the
-// rollout, runtime/deletion the deletion budget, runtime/sweep the orphan
-// sweep, runtime/egress the rate limits, runtime/credentials the
-// credentials, runtime/provider the rest.
+// It imports none of Kubernetes' API, client or metrics packages and no
+// part of the runtime that runs modules (only sigs.k8s.io/yaml, and klog
+// through the credentials config): the configuration can be read, checked
+// and fuzzed (`go test -fuzz` instruments every package a fuzz target
+// links) without them. The packages that act on a section own its
+// meaning: runtime/lifecycle the rollout, runtime/deletion the deletion
+// budget, runtime/sweep the orphan sweep, runtime/egress the rate limits,
+// runtime/credentials the credentials, runtime/provider the rest.
 package cloudconfig
 
 import (
@@ -166,11 +167,11 @@ func Parse(r io.Reader) (*Config, error) {
 
 // Bounds of the limits section.
 const (
-	// MaxPoolSize is the most instances of one module.
-	MaxPoolSize = 256
-	// MaxMiB is wasm32's address space, the most any memory setting may
+	// maxPoolSize is the most instances of one module.
+	maxPoolSize = 256
+	// maxMiB is wasm32's address space, the most any memory setting may
 	// name.
-	MaxMiB = 4096
+	maxMiB = 4096
 )
 
 // Validate checks every field of the cloud-config and returns every problem
@@ -183,21 +184,21 @@ func (c *Config) Validate() error {
 	if (c.Module.PublicKeyPath == "") != (c.Module.SignaturePath == "") {
 		errs = append(errs, errors.New("module.publicKeyPath and module.signaturePath go together"))
 	}
-	if c.Limits.PoolSize < 0 || c.Limits.PoolSize > MaxPoolSize {
-		errs = append(errs, fmt.Errorf("limits.poolSize %d is outside 0..%d", c.Limits.PoolSize, MaxPoolSize))
+	if c.Limits.PoolSize < 0 || c.Limits.PoolSize > maxPoolSize {
+		errs = append(errs, fmt.Errorf("limits.poolSize %d is outside 0..%d", c.Limits.PoolSize, maxPoolSize))
 	}
 	if c.Limits.CallTimeout.Duration < 0 || c.HTTP.Timeout.Duration < 0 || c.Module.ReloadInterval.Duration < 0 {
 		errs = append(errs, errors.New("durations must not be negative"))
 	}
 	errs = append(errs, c.Safety.MaxNodeDeletions.Validate(), c.Module.Rollout.Validate(), c.OrphanSweep.Validate())
-	if c.Limits.MemoryLimitMiB > MaxMiB {
-		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's %d", c.Limits.MemoryLimitMiB, MaxMiB))
+	if c.Limits.MemoryLimitMiB > maxMiB {
+		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's %d", c.Limits.MemoryLimitMiB, maxMiB))
 	}
-	if c.Limits.SharedStateMiB > MaxMiB {
-		errs = append(errs, fmt.Errorf("limits.sharedStateMiB %d exceeds %d", c.Limits.SharedStateMiB, MaxMiB))
+	if c.Limits.SharedStateMiB > maxMiB {
+		errs = append(errs, fmt.Errorf("limits.sharedStateMiB %d exceeds %d", c.Limits.SharedStateMiB, maxMiB))
 	}
-	if c.Limits.RecycleAboveMiB > MaxMiB {
-		errs = append(errs, fmt.Errorf("limits.recycleAboveMiB %d exceeds wasm32's %d", c.Limits.RecycleAboveMiB, MaxMiB))
+	if c.Limits.RecycleAboveMiB > maxMiB {
+		errs = append(errs, fmt.Errorf("limits.recycleAboveMiB %d exceeds wasm32's %d", c.Limits.RecycleAboveMiB, maxMiB))
 	}
 	if _, err := Paces(c.HTTP.RateLimits, c.HTTP.AllowedOrigins); err != nil {
 		errs = append(errs, fmt.Errorf("http: %w", err))

@@ -33,9 +33,9 @@ const rolloutTick = 5 * time.Second
 // a per-file watch misses, and one stat-and-read every few seconds is
 // cheap.
 func (m *Manager) watch(ctx context.Context) {
-	reload, tick := m.opts.ReloadInterval, m.opts.ReloadInterval
-	if tick == 0 {
-		tick = rolloutTick
+	reload, tick := m.opts.ReloadInterval, rolloutTick
+	if reload > 0 {
+		tick = reload
 	}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if reload > 0 {
