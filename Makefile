@@ -25,7 +25,7 @@ STDLIB_MODULES := abi modules/sdk
 IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint chart demo demo-hybrid bench scale requests clean
+.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint vet staticcheck chart demo demo-hybrid bench scale requests clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -81,11 +81,15 @@ $(STATICCHECK):
 	GOBIN=$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 	mv $(@D)/staticcheck $@
 
-lint: $(STATICCHECK) ## gofmt, go vet (host and wasip1) and staticcheck.
+lint: vet staticcheck ## gofmt, go vet and staticcheck, host and wasip1.
+
+vet: ## gofmt and go vet (host and wasip1).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(call IN_STDLIB_MODULES,$(GO) vet ./... && GOOS=wasip1 GOARCH=wasm $(GO) vet ./...)
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./modules/...
+
+staticcheck: $(STATICCHECK) ## staticcheck (host and wasip1).
 	$(STATICCHECK) ./...
 	$(call IN_STDLIB_MODULES,$(STATICCHECK) $$($(GO) list ./... | grep -v /export/) && GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./...)
 	GOOS=wasip1 GOARCH=wasm $(STATICCHECK) ./modules/...

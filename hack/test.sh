@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Everything CI runs (make test), phase by phase, and how long each phase
-# took, printed at the end whether the run passed or not: lint, chart,
-# unit tests (the root module, then abi and the SDK, which are modules of
-# their own), end-to-end tests and a short run of every fuzz target, and
-# how busy the processors were in each. The phase times also go, with the
+# took, printed at the end whether the run passed or not: gofmt and vet,
+# chart, unit tests (the root module, then abi and the SDK, which are
+# modules of their own), end-to-end tests, and beside them staticcheck and
+# a short run of every fuzz target, and how busy the processors were in
+# each. The phase times also go, with the
 # command, the revision, the machine, its load and whether the caches were
 # warm, to $TEST_RESULT (default bin/make-test.md;
 # docs/benchmarks/results/<UTC date>-make-test.md records a run in the
@@ -14,9 +15,10 @@
 # on free loopback ports, test by test, and spend most of their time
 # waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
 # a time (default 4): each package a job, and each top-level test of
-# test/e2e, by far the longest package, a job of its own. The fuzz phase
-# runs beside those jobs rather than after them, in the processor time
-# their waiting leaves.
+# test/e2e, by far the longest package, a job of its own. Fuzzing and
+# staticcheck, which need nothing the jobs build, run beside those jobs
+# rather than before or after them, in the processor time their waiting
+# leaves.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=hack/lib.sh
@@ -56,6 +58,11 @@ summary() {
   [[ -n "$current" ]] && record "$current" "failed after $((SECONDS - phase_start)) s" "$phase_ticks"
   if [[ -n "$beside_pid" ]]; then
     kill -- "-$beside_pid" 2>/dev/null || kill "$beside_pid" 2>/dev/null || true
+    # What it printed so far may explain the failure, or show one of its
+    # own: a fuzz target's failing input is in it.
+    echo "== $beside_name (stopped; its output so far)"
+    cat "$beside_log"
+    rm -f "$beside_log"
     record "$beside_name" "stopped after $((SECONDS - beside_start)) s" "$beside_ticks"
   fi
   record total "$((SECONDS - started)) s" "$started_ticks"
@@ -147,16 +154,16 @@ stdlib_modules() {
 # started together each compiled it: minutes on a cold cache). Jobs start
 # longest first, by the durations of the last run (kept in the cache; a
 # job not timed yet counts as longest), so that no long job starts last;
-# their output follows, in list order. Once the binaries are built, the
-# fuzz phase starts beside the jobs, to use the processor time they leave
-# idle while they wait for controllers.
+# their output follows, in list order. Once the binaries are built,
+# fuzzing and staticcheck start beside the jobs, to use the processor time
+# they leave idle while they wait for controllers.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/bin/" ./test/...
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
-  beside fuzz "$make" --no-print-directory fuzz
+  beside "fuzz, staticcheck" "$make" --no-print-directory -j2 --output-sync=target fuzz staticcheck
   {
     "$go" list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.Dir}}{{end}}' ./test/... |
       sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
@@ -190,12 +197,16 @@ phase node-deps "$make" --no-print-directory node-deps
 # From here on every go command builds as the manager image and the
 # Kubernetes components are built (CGO_ENABLED=0, -trimpath; TinyGo, which
 # needs cgo, is built by now): one compilation of a package then serves
-# the components, lint, the tests and the image suite. Binaries are linked
+# the components, vet, the tests and the image suite. Binaries are linked
 # without DWARF (-ldflags=-w), which no test reads and which takes a good
 # part of each of the many links; a command with -ldflags of its own, such
 # as the image's, keeps them.
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -ldflags=-w"
-phase lint "$make" --no-print-directory lint
+phase vet "$make" --no-print-directory vet
+# The vet phase ran go vet's whole default suite over every package, so go
+# test's own vet run, a subset of it, would repeat it package by package
+# (more than a minute of processor time on a cold cache).
+export GOFLAGS="$GOFLAGS -vet=off"
 phase chart "$make" --no-print-directory chart
 # shellcheck disable=SC2046 # one argument per package
 phase unit env WASMCCM_REQUIRE_TINYGO=1 "$go" test -count=1 $("$go" list ./... | grep -v /test/)
