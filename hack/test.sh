@@ -4,9 +4,8 @@
 # chart, unit tests (the root module, then abi and the SDK, which are
 # modules of their own), end-to-end tests, and beside them staticcheck and
 # a short run of every fuzz target, and how busy the processors were in
-# each. The phase times also go, with the
-# command, the revision, the machine, its load and whether the caches were
-# warm, to $TEST_RESULT (default bin/make-test.md;
+# each. The phase times also go, with the command, the revision, the
+# machine, its load and whether the caches were warm, to $TEST_RESULT (default bin/make-test.md;
 # docs/benchmarks/results/<UTC date>-make-test.md records a run in the
 # docs).
 #
@@ -60,9 +59,7 @@ summary() {
     kill -- "-$beside_pid" 2>/dev/null || kill "$beside_pid" 2>/dev/null || true
     # What it printed so far may explain the failure, or show one of its
     # own: a fuzz target's failing input is in it.
-    echo "== $beside_name (stopped; its output so far)"
-    cat "$beside_log"
-    rm -f "$beside_log"
+    print_beside "stopped; its output so far"
     record "$beside_name" "stopped after $((SECONDS - beside_start)) s" "$beside_ticks"
   fi
   record total "$((SECONDS - started)) s" "$started_ticks"
@@ -123,15 +120,21 @@ beside() {
   set +m
 }
 
+# print_beside NOTE prints what the phase beside started has printed, under
+# a heading with NOTE, and removes it.
+print_beside() {
+  echo "== $beside_name ($1)"
+  cat "$beside_log"
+  rm -f "$beside_log"
+}
+
 # join_beside waits for the phase beside started, prints its output and
 # records its time; it fails when that phase failed.
 join_beside() {
   local rc=0
   wait "$beside_pid" || rc=$?
   beside_pid=""
-  echo "== $beside_name (run beside the end-to-end jobs)"
-  cat "$beside_log"
-  rm -f "$beside_log"
+  print_beside "run beside the end-to-end jobs"
   if ((rc != 0)); then
     record "$beside_name" "failed after $((SECONDS - beside_start)) s" "$beside_ticks"
     return "$rc"
