@@ -81,7 +81,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if r.spec == nil {
 		r.spec = &Spec{}
 	}
-	info, problems := host.Validate(ctx, opts.Wasm)
+	info, problems := host.Validate(ctx, opts.Wasm, opts.Host.CompilationCacheDir)
 	if len(problems) > 0 {
 		r.fail(RuleCapabilities, "module validates", "the module does not validate:\n- "+strings.Join(problems, "\n- "), nil)
 		r.report.Duration = time.Since(start)

@@ -95,7 +95,7 @@ func validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "wasmccm:", err)
 		return 1
 	}
-	info, problems := host.Validate(context.Background(), wasm)
+	info, problems := host.Validate(context.Background(), wasm, "")
 	fmt.Fprintf(stdout, "module:       %s (%d bytes)\n", args[0], len(wasm))
 	fmt.Fprintf(stdout, "ABI version:  %d (host implements %d)\n", info.ABIVersion, abi.Version)
 	caps, optional := conformance.Exports(info)

@@ -53,7 +53,7 @@ func TestCompilationBounds(t *testing.T) {
 		})
 	}
 	// Validate, as `wasmccm validate` runs it, applies the default bounds.
-	_, problems := Validate(context.Background(), huge)
+	_, problems := Validate(context.Background(), huge, "")
 	var bounds *BoundsError
 	if len(problems) != 1 || !strings.Contains(problems[0], "600006 functions") {
 		t.Fatalf("Validate: %q, want the function bound", problems)

@@ -115,7 +115,7 @@ func TestRejectedModules(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			// Validate does not run init, so it cannot see init's failures.
-			if _, problems := Validate(ctx, tc.wasm); len(problems) == 0 && !strings.HasPrefix(tc.name, "init") {
+			if _, problems := Validate(ctx, tc.wasm, ""); len(problems) == 0 && !strings.HasPrefix(tc.name, "init") {
 				t.Fatalf("Validate found no problem in a module New refuses")
 			}
 		})

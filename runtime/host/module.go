@@ -108,7 +108,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	m.pool = newPool(cfg.Name, cfg.PoolSize, m.newInstance)
 	first, err := m.newInstance(ctx)
 	if err != nil {
-		m.runtime.Close(ctx)
+		closeRuntime(ctx, m.runtime, m.compiled)
 		return nil, err
 	}
 	m.pool.idle = append(m.pool.idle, first)
@@ -119,8 +119,10 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 // Validate checks wasm against ABI v1 without running init, which needs a
 // provider config: it compiles, checks imports and exports, instantiates
 // once and reads the ABI version. Every problem found is reported.
-func Validate(ctx context.Context, wasm []byte) (Info, []string) {
-	cfg := Config{Name: "validate"}.withDefaults()
+// compilationCacheDir is Config.CompilationCacheDir: given the directory a
+// New will start the module with, validating compiles the module for both.
+func Validate(ctx context.Context, wasm []byte, compilationCacheDir string) (Info, []string) {
+	cfg := Config{Name: "validate", CompilationCacheDir: compilationCacheDir}.withDefaults()
 	m := newModule(cfg)
 	m.http, _ = egress.New(cfg.Name, cfg.HTTP, nil)
 	m.creds, _ = credentials.NewStore(cfg.Credentials)
@@ -128,7 +130,7 @@ func Validate(ctx context.Context, wasm []byte) (Info, []string) {
 	if err != nil {
 		return Info{}, []string{err.Error()}
 	}
-	defer rt.Close(ctx)
+	defer closeRuntime(ctx, rt, compiled)
 	m.runtime, m.compiled = rt, compiled
 	info, methods, problems := inspect(compiled)
 	if len(problems) > 0 {
@@ -217,7 +219,7 @@ func (m *Module) close(ctx context.Context) error {
 	m.abort()
 	m.pool.closeIdle(context.WithoutCancel(ctx))
 	m.state.Clear()
-	if cerr := m.runtime.Close(context.WithoutCancel(ctx)); err == nil {
+	if cerr := closeRuntime(context.WithoutCancel(ctx), m.runtime, m.compiled); err == nil {
 		err = cerr
 	}
 	return err
@@ -231,11 +233,21 @@ func (m *Module) compile(ctx context.Context, wasm []byte) error {
 	}
 	info, methods, problems := inspect(compiled)
 	if len(problems) > 0 {
-		rt.Close(ctx)
+		closeRuntime(ctx, rt, compiled)
 		return fmt.Errorf("module does not conform to ABI v%d: %s", abi.Version, strings.Join(problems, "; "))
 	}
 	m.runtime, m.compiled, m.info, m.methods = rt, compiled, info, methods
 	return nil
+}
+
+// closeRuntime closes rt and compiled, the module it compiled. A runtime
+// that shares a compilation cache leaves what it compiled in the cache's
+// memory until the compiled module itself is closed; wazero frees the code
+// once every runtime using it has closed it.
+func closeRuntime(ctx context.Context, rt wazero.Runtime, compiled wazero.CompiledModule) error {
+	err := rt.Close(ctx)
+	compiled.Close(ctx) // always nil
+	return err
 }
 
 func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, wazero.CompiledModule, error) {
@@ -245,12 +257,13 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	rc := wazero.NewRuntimeConfigCompiler().
 		WithCloseOnContextDone(true).
 		WithMemoryLimitPages(cfg.MemoryLimitPages)
+	var cache *compilationCache
 	if cfg.CompilationCacheDir != "" {
-		cache, err := wazero.NewCompilationCacheWithDir(cfg.CompilationCacheDir)
-		if err != nil {
-			return nil, nil, fmt.Errorf("compilation cache %s: %w", cfg.CompilationCacheDir, err)
+		var err error
+		if cache, err = sharedCompilationCache(cfg.CompilationCacheDir); err != nil {
+			return nil, nil, err
 		}
-		rc = rc.WithCompilationCache(cache)
+		rc = rc.WithCompilationCache(cache.cache)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
@@ -263,7 +276,13 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	}
 	compileCtx, cancel := context.WithTimeout(experimental.WithCompilationWorkers(ctx, cfg.CompilationWorkers), cfg.CompileTimeout)
 	defer cancel()
-	compiled, err := rt.CompileModule(compileCtx, wasm)
+	var compiled wazero.CompiledModule
+	var err error
+	if cache != nil {
+		compiled, err = cache.compile(compileCtx, rt, wasm)
+	} else {
+		compiled, err = rt.CompileModule(compileCtx, wasm)
+	}
 	if err != nil {
 		rt.Close(ctx)
 		if errors.Is(compileCtx.Err(), context.DeadlineExceeded) {

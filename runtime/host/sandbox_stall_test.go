@@ -197,7 +197,7 @@ func TestHangingStartUpFailsNew(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			defer cancel()
 			start = time.Now()
-			if _, problems := Validate(ctx, wasm); len(problems) == 0 || time.Since(start) > bound {
+			if _, problems := Validate(ctx, wasm, ""); len(problems) == 0 || time.Since(start) > bound {
 				t.Fatalf("Validate found %q after %s, want a problem within %s", problems, time.Since(start), bound)
 			}
 		})
