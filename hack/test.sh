@@ -149,20 +149,33 @@ stdlib_modules() {
   done
 }
 
+# recorded_durations prints the end-to-end job times of the newest run
+# recorded in docs/benchmarks/results (by the time in its heading), a
+# "seconds job" line each.
+recorded_durations() {
+  local f newest
+  newest=$(for f in $(grep -l '^End-to-end jobs' docs/benchmarks/results/*-make-test*.md); do
+    echo "$(head -1 "$f") $f"
+  done | LC_ALL=C sort | tail -1)
+  newest=${newest##* }
+  [[ -z "$newest" ]] || sed -n 's/^| \([^ |]*\) | \([0-9][0-9]*\) |$/\2 \1/p' "$newest"
+}
+
 # e2e runs the end-to-end tests as jobs, e2e_parallel at a time: each
 # package of test/... with tests but test/e2e a job, and each top-level
 # test of test/e2e a job, a process of its own. Every test binary and the
 # manager binary are built first, the test binaries by one go command,
 # which compiles what they share once (with one go test per job, jobs
 # started together each compiled it: minutes on a cold cache). Jobs start
-# longest first, by the durations of the last run (kept in the cache; a
-# job not timed yet counts as longest), so that no long job starts last;
-# their output follows, in list order. Once the binaries are built,
+# longest first, by the durations of the last run (kept in the cache) or,
+# on a machine that has none, of the newest run recorded in
+# docs/benchmarks/results (a job not timed yet counts as longest), so that
+# no long job starts last; their output follows, in list order. Once the binaries are built,
 # fuzzing and staticcheck start beside the jobs, to use the processor time
 # they leave idle while they wait for controllers.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
-  local dir job rc=0 durations="$cache/e2e-durations"
+  local dir job order rc=0 durations="$cache/e2e-durations"
   dir=$(mktemp -d)
   "$go" test -c -o "$dir/bin/" ./test/...
   "$go" build -o "$dir/wasm-cloud-controller-manager" ./cmd/wasm-cloud-controller-manager
@@ -172,7 +185,12 @@ e2e() {
       sed -e "s|^$PWD/|./|" -e '\|^\./test/e2e$|d'
     sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$/\1/p' test/e2e/*_test.go
   } >"$dir/jobs"
-  awk -v durations="$durations" '
+  order=$durations
+  if [[ ! -s $order ]]; then
+    order=$dir/recorded
+    recorded_durations >"$order"
+  fi
+  awk -v durations="$order" '
     BEGIN { while ((getline line <durations) > 0) { split(line, f, " "); seconds[f[2]] = f[1] } }
     { print ($1 in seconds ? seconds[$1] : 1e9), $1 }' "$dir/jobs" | sort -k1,1nr | cut -d' ' -f2 >"$dir/queue"
   # shellcheck disable=SC2016 # expanded by the inner shell
