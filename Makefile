@@ -90,8 +90,8 @@ vet: ## gofmt and go vet (host and wasip1).
 	GOOS=wasip1 GOARCH=wasm $(GO) vet ./modules/...
 
 # staticcheck holds the analysis of every package it has loaded: collecting
-# garbage a quarter as often saves it a fifth of its processor time, for a
-# gigabyte or so more memory (docs/benchmarks/notes).
+# garbage a quarter as often saves it a fifth of its processor time, for
+# one or two gigabytes more memory (docs/benchmarks/notes).
 staticcheck: export GOGC = 400
 staticcheck: $(STATICCHECK) ## staticcheck (host and wasip1).
 	$(STATICCHECK) ./...
