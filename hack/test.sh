@@ -170,9 +170,9 @@ recorded_durations() {
 # longest first, by the durations of the last run (kept in the cache) or,
 # on a machine that has none, of the newest run recorded in
 # docs/benchmarks/results (a job not timed yet counts as longest), so that
-# no long job starts last; their output follows, in list order. Once the binaries are built,
-# fuzzing and staticcheck start beside the jobs, to use the processor time
-# they leave idle while they wait for controllers.
+# no long job starts last; their output follows, in list order. Once the
+# binaries are built, fuzzing and staticcheck start beside the jobs, to use
+# the processor time they leave idle while they wait for controllers.
 e2e() {
   export WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 GO="$go"
   local dir job order rc=0 durations="$cache/e2e-durations"
