@@ -91,7 +91,8 @@ vet: ## gofmt and go vet (host and wasip1).
 
 # staticcheck holds the analysis of every package it has loaded: collecting
 # garbage a quarter as often saves it a fifth of its processor time, for
-# one or two gigabytes more memory (docs/benchmarks/notes).
+# one or two gigabytes more memory
+# (docs/benchmarks/notes/2026-11-27-make-test-cold-compilation-sharing.md).
 staticcheck: export GOGC = 400
 staticcheck: $(STATICCHECK) ## staticcheck (host and wasip1).
 	$(STATICCHECK) ./...

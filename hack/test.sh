@@ -5,9 +5,9 @@
 # modules of their own), end-to-end tests, and beside them staticcheck and
 # a short run of every fuzz target, and how busy the processors were in
 # each. The phase times also go, with the command, the revision, the
-# machine, its load and whether the caches were warm, to $TEST_RESULT (default bin/make-test.md;
-# docs/benchmarks/results/<UTC date>-make-test.md records a run in the
-# docs).
+# machine, its load and whether the caches were warm, to $TEST_RESULT
+# (default bin/make-test.md; docs/benchmarks/results/<UTC date>-make-test.md
+# records a run in the docs).
 #
 # The end-to-end tests (test/..., the full conformance runs of
 # test/conformance among them) start their own API servers, clouds and CCMs

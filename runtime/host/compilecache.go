@@ -13,10 +13,11 @@ import (
 // compilationCache is the one wazero.CompilationCache of this process for
 // a directory. Runtimes that share it share the machine code in memory as
 // well as on disk (wazero counts the runtimes using a compiled module and
-// frees it with the last), so a module started again with the same bytes
-// while another runs them is neither compiled nor read back from disk:
-// validation before start, a second cluster's instance in the conformance
-// suite, a reload that changed only the config.
+// frees it with the last), so a module started with the same bytes while
+// another runs them is neither compiled nor read back from disk: a reload
+// that changed only the config, the conformance suite's instances for a
+// second cluster and for limited credentials. One started after the last
+// closed, as after validation, reads the code back from the directory.
 type compilationCache struct {
 	cache wazero.CompilationCache
 
@@ -65,8 +66,12 @@ func sharedCompilationCache(dir string) (*compilationCache, error) {
 // compile compiles wasm in rt, a runtime configured with this cache, once
 // no other runtime is compiling the same bytes through it. ctx bounds the
 // wait as well as the compilation: waiting for a module's compilation
-// takes no longer than compiling it.
+// takes no longer than compiling it. Without a cache (nil), rt compiles
+// at once.
 func (c *compilationCache) compile(ctx context.Context, rt wazero.Runtime, wasm []byte) (wazero.CompiledModule, error) {
+	if c == nil {
+		return rt.CompileModule(ctx, wasm)
+	}
 	key := sha256.Sum256(wasm)
 	c.mu.Lock()
 	turn := c.compiling[key]

@@ -276,13 +276,7 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	}
 	compileCtx, cancel := context.WithTimeout(experimental.WithCompilationWorkers(ctx, cfg.CompilationWorkers), cfg.CompileTimeout)
 	defer cancel()
-	var compiled wazero.CompiledModule
-	var err error
-	if cache != nil {
-		compiled, err = cache.compile(compileCtx, rt, wasm)
-	} else {
-		compiled, err = rt.CompileModule(compileCtx, wasm)
-	}
+	compiled, err := cache.compile(compileCtx, rt, wasm)
 	if err != nil {
 		rt.Close(ctx)
 		if errors.Is(compileCtx.Err(), context.DeadlineExceeded) {
