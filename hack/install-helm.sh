@@ -12,23 +12,49 @@
 # project builds on cannot reach; the Go module proxy serves the same source.
 # With the binary cached the script builds nothing.
 #
+# Why this version and this way: the default is the Helm release built on
+# the Kubernetes libraries of the repository's minor version (k8s.io/*
+# v0.36). It is built as the Kubernetes components are
+# (wasmccm::helper_module, CGO_ENABLED=0, -trimpath), so the client-go and
+# apimachinery packages it shares with them and with the tests are
+# compiled once; a Helm on newer libraries compiled all of them again, and
+# its standard library too. The linker flags are those of Helm's Makefile
+# for a tagged release.
+#
 # Environment:
-#   HELM_VERSION  Helm release to build (default v3.22.0).
+#   HELM_VERSION  Helm release to build (default v3.21.4).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-version=${HELM_VERSION:-v3.22.0}
+version=${HELM_VERSION:-v3.21.4}
+[[ "$version" =~ ^v3\.[0-9]+\.[0-9]+$ ]] ||
+  wasmccm::die "HELM_VERSION must look like v3.21.4, got '$version'"
 bin_dir="$(wasmccm::cache_root)/bin"
 helm="$bin_dir/helm-$version"
 
 if [[ ! -x "$helm" ]]; then
+  command -v go >/dev/null || wasmccm::die "go is required on PATH"
   mkdir -p "$bin_dir"
   staging=$(mktemp -d "$bin_dir/.helm-XXXXXX")
-  trap 'rm -rf "$staging"' EXIT
-  wasmccm::log "building helm $version from the Go module proxy"
-  # Outside any module, so that the caller's go.mod stays untouched.
-  (cd / && GOWORK=off GOBIN="$staging" CGO_ENABLED=0 go install "helm.sh/helm/v3/cmd/helm@$version") >&2
+  wasmccm::remove_on_exit "$staging"
+  mkdir "$staging/mod"
+  (
+    cd "$staging/mod"
+    export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
+    wasmccm::helper_module helm "helm.sh/helm/v3/cmd/helm@$version"
+    # The Kubernetes version Helm lints and renders against by default,
+    # from its client-go, as its Makefile derives it.
+    client_go=$(go list -m -f '{{.Version}}' k8s.io/client-go)
+    kube_minor=${client_go#v0.}
+    kube_minor=${kube_minor%%.*}
+    ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$version"
+    for pkg in pkg/lint/rules pkg/chartutil; do
+      ldflags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$kube_minor"
+    done
+    wasmccm::log "building helm $version from the Go module proxy"
+    go build -trimpath -ldflags="$ldflags" -o "$staging/helm" helm.sh/helm/v3/cmd/helm
+  ) >&2
   mv "$staging/helm" "$helm"
   wasmccm::log "installed $helm"
 fi

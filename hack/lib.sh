@@ -91,26 +91,45 @@ wasmccm::kube_staging_replaces() {
 
 # wasmccm::kube_helper_module NAME VERSION PACKAGE@VERSION... makes, in the
 # current directory, the throwaway module NAME that Kubernetes components
-# are built from: it requires the packages given, replaces k8s.io/kubernetes'
-# staging modules at VERSION by their published versions, and also
-# requires, at the repository's version, each module that provides packages
-# both to them and to the repository's tests (the higher version is
-# selected, as always). That last step lets one compilation serve both:
-# built as the tests are (CGO_ENABLED=0, -trimpath), a package whose
-# version and dependencies match has the same build cache key, so the
-# apimachinery, client-go and apiserver packages compiled for the
-# components are not compiled again for the tests. Run it with GOWORK=off
-# GOFLAGS=-mod=mod.
+# are built from: it replaces k8s.io/kubernetes' staging modules at VERSION
+# by their published versions and resolves the packages given as
+# wasmccm::resolve_shared does. Run it with GOWORK=off GOFLAGS=-mod=mod.
 wasmccm::kube_helper_module() {
-  local name=$1 version=$2 kube_gomod repo_modules
+  local name=$1 version=$2 kube_gomod
   shift 2
   kube_gomod="$(wasmccm::module_dir "k8s.io/kubernetes@$version")/go.mod"
-  local -a replaces repo_versions
+  local -a replaces
   mapfile -t replaces < <(wasmccm::kube_staging_replaces "$kube_gomod" "$version")
   ((${#replaces[@]} > 0)) || wasmccm::die "no staging replace directives in $kube_gomod"
   go mod init "wasmccm.local/$name" 2>get.log
   go mod edit "${replaces[@]}"
-  wasmccm::log "fetching modules for $name: $*"
+  wasmccm::resolve_shared "$@"
+}
+
+# wasmccm::helper_module NAME PACKAGE@VERSION... makes, in the current
+# directory, the throwaway module NAME that a tool is built from, its
+# packages resolved as wasmccm::resolve_shared does. Run it with GOWORK=off
+# GOFLAGS=-mod=mod.
+wasmccm::helper_module() {
+  local name=$1
+  shift
+  go mod init "wasmccm.local/$name" 2>get.log
+  wasmccm::resolve_shared "$@"
+}
+
+# wasmccm::resolve_shared PACKAGE@VERSION... requires the packages given in
+# the module of the current directory and also requires, at the
+# repository's version, each module that provides packages both to them
+# and to the repository's tests (the higher version is selected, as
+# always). That last step lets one compilation serve both: built as the
+# tests are (CGO_ENABLED=0, -trimpath), a package whose version and
+# dependencies match has the same build cache key, so the apimachinery,
+# client-go and apiserver packages compiled for a tool are not compiled
+# again for the tests, nor for the next tool.
+wasmccm::resolve_shared() {
+  local repo_modules
+  local -a repo_versions
+  wasmccm::log "fetching modules for $*"
   if ! go get "$@" 2>get.log; then
     cat get.log >&2
     wasmccm::die "could not resolve the modules for $*"

@@ -38,7 +38,7 @@ const (
 	// chartDir is the Helm chart, relative to this package.
 	chartDir = "../../../charts/wasm-cloud-controller-manager"
 	// helmVersion is the Helm that hack/install-helm.sh caches by default.
-	helmVersion = "v3.22.0"
+	helmVersion = "v3.21.4"
 	// moduleTemplate is the one manifest that is a template for render.sh.
 	moduleTemplate = "module-configmap.yaml"
 	// moduleKey is the module's key in the module ConfigMap.
