@@ -25,15 +25,22 @@ STDLIB_MODULES := abi modules/sdk
 IN_STDLIB_MODULES = for m in $(STDLIB_MODULES); do (cd $$m && $(1)) || exit 1; done
 STATICCHECK := $(WASMCCM_CACHE)/bin/staticcheck-v0.8.2
 
-.PHONY: help deps node-deps build image modules docs test test-unit test-e2e fuzz lint vet staticcheck chart demo demo-hybrid bench scale requests clean
+.PHONY: help deps control-plane-deps tinygo-deps node-deps build image modules docs test test-unit test-e2e fuzz lint vet staticcheck chart demo demo-hybrid bench scale requests clean
 
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-deps: ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, instant cached).
-	hack/install-e2e-deps.sh
-	hack/install-tinygo.sh
+# deps builds TinyGo beside kube-apiserver and etcd (make -j2 deps), as
+# they share no package and neither keeps both processors busy throughout,
+# and Helm after them, as it compiles many of the same packages.
+deps: control-plane-deps tinygo-deps ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, instant cached).
 	hack/install-helm.sh
+
+control-plane-deps:
+	hack/install-e2e-deps.sh
+
+tinygo-deps:
+	hack/install-tinygo.sh
 
 node-deps: ## Install containerd and runc (Debian) and build kubelet, kube-controller-manager, kube-scheduler (cached).
 	hack/install-node-deps.sh

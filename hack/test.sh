@@ -213,7 +213,7 @@ e2e() {
   return "$rc"
 }
 
-phase deps "$make" --no-print-directory deps
+phase deps "$make" --no-print-directory -j2 --output-sync=target deps
 phase node-deps "$make" --no-print-directory node-deps
 # From here on every go command builds as the manager image and the
 # Kubernetes components are built (CGO_ENABLED=0, -trimpath; TinyGo, which
