@@ -82,7 +82,7 @@ fuzz: ## Short runs of every fuzz target.
 	$(GO) test ./runtime/cloudconfig -run '^$$' -fuzz '^FuzzParseConfig$$' -fuzztime $(call fuzztime,300x)
 	$(GO) test ./runtime/deletion/window -run '^$$' -fuzz '^FuzzDeletionBudget$$' -fuzztime $(call fuzztime,30000x)
 	$(GO) test ./modules/simcloud -run '^$$' -fuzz '^FuzzDecodeAgreesWithEncodingJSON$$' -fuzztime $(call fuzztime,50000x)
-	$(GO) test ./modules/aws -run '^$$' -fuzz '^FuzzParseXML$$' -fuzztime $(call fuzztime,80000x)
+	$(GO) test ./modules/aws/internal/xmltree -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(call fuzztime,80000x)
 
 $(STATICCHECK):
 	GOBIN=$(@D) $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
@@ -56,7 +57,7 @@ func absent(err error) bool {
 
 // call performs action with params and returns the answer's root
 // element, <action>Response.
-func (a *queryAPI) call(ctx context.Context, what, action string, params url.Values) (*element, error) {
+func (a *queryAPI) call(ctx context.Context, what, action string, params url.Values) (*xmltree.Element, error) {
 	if a.endpoint == "" {
 		return nil, errors.New("aws: " + what + ": the provider is not initialized")
 	}
@@ -85,9 +86,9 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, a.errorOf(what, action, resp)
 	}
-	root, err := parseXML(resp.Body)
-	if err == nil && root.name != action+"Response" {
-		err = errors.New("the answer is a <" + root.name + ">, not a <" + action + "Response>")
+	root, err := xmltree.Parse(resp.Body)
+	if err == nil && root.Name != action+"Response" {
+		err = errors.New("the answer is a <" + root.Name + ">, not a <" + action + "Response>")
 	}
 	if err != nil {
 		return nil, errors.New("aws: " + what + ": " + action + ": decoding the " + strconv.Itoa(int(resp.StatusCode)) + " answer: " + err.Error())
@@ -99,16 +100,16 @@ func (a *queryAPI) call(ctx context.Context, what, action string, params url.Val
 // or NextMarker (ELB), and hands every page's root to visit. A failed
 // page fails the listing: a partial list must never read as a complete
 // one.
-func (a *queryAPI) each(ctx context.Context, what, action string, params url.Values, visit func(page *element)) error {
+func (a *queryAPI) each(ctx context.Context, what, action string, params url.Values, visit func(page *xmltree.Element)) error {
 	for {
 		page, err := a.call(ctx, what, action, params)
 		if err != nil {
 			return err
 		}
 		visit(page)
-		if token := page.textOf("nextToken"); token != "" {
+		if token := page.TextOf("nextToken"); token != "" {
 			params.Set("NextToken", token)
-		} else if marker := page.child(action + "Result").textOf("NextMarker"); marker != "" {
+		} else if marker := page.Child(action + "Result").TextOf("NextMarker"); marker != "" {
 			params.Set("Marker", marker)
 		} else {
 			return nil
@@ -117,20 +118,20 @@ func (a *queryAPI) each(ctx context.Context, what, action string, params url.Val
 }
 
 // result performs an ELB action and returns its <action>Result.
-func (a *queryAPI) result(ctx context.Context, what, action string, params url.Values) (*element, error) {
+func (a *queryAPI) result(ctx context.Context, what, action string, params url.Values) (*xmltree.Element, error) {
 	root, err := a.call(ctx, what, action, params)
 	if err != nil {
 		return nil, err
 	}
-	return root.child(action + "Result"), nil
+	return root.Child(action + "Result"), nil
 }
 
 // do performs an action that changes something and answers
 // <return>true</return>; any other answer is an error.
 func (a *queryAPI) do(ctx context.Context, what, action string, params url.Values) error {
 	root, err := a.call(ctx, what, action, params)
-	if err == nil && root.textOf("return") != "true" {
-		err = errors.New("aws: " + what + ": " + action + " answered return=" + strconv.Quote(root.textOf("return")))
+	if err == nil && root.TextOf("return") != "true" {
+		err = errors.New("aws: " + what + ": " + action + " answered return=" + strconv.Quote(root.TextOf("return")))
 	}
 	return err
 }
@@ -139,14 +140,14 @@ func (a *queryAPI) do(ctx context.Context, what, action string, params url.Value
 // the controllers honour; everything else an *apiError.
 func (a *queryAPI) errorOf(what, action string, resp *abi.HTTPResponse) error {
 	e := &apiError{what: what + ": " + action, status: resp.StatusCode, code: "unparsable error", message: rest.Excerpt(resp.Body)}
-	if root, err := parseXML(resp.Body); err == nil {
+	if root, err := xmltree.Parse(resp.Body); err == nil {
 		// EC2 answers <Response><Errors><Error>, ELB <ErrorResponse><Error>.
-		first := root.child("Errors").child("Error")
+		first := root.Child("Errors").Child("Error")
 		if first == nil {
-			first = root.child("Error")
+			first = root.Child("Error")
 		}
 		if first != nil {
-			e.code, e.message = first.textOf("Code"), first.textOf("Message")
+			e.code, e.message = first.TextOf("Code"), first.TextOf("Message")
 		}
 	}
 	if e.code == "RequestLimitExceeded" || e.code == "Throttling" || resp.StatusCode == 429 {

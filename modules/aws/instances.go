@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 	"github.com/wasmccm/wasmccm/modules/sdk/cache"
 )
@@ -31,22 +32,22 @@ type networkInterface struct {
 }
 
 // instanceOf reads an <item> of an instancesSet.
-func instanceOf(e *element) instance {
+func instanceOf(e *xmltree.Element) instance {
 	in := instance{
-		ID: e.textOf("instanceId"), State: e.child("instanceState").textOf("name"), Type: e.textOf("instanceType"),
-		Zone:           e.child("placement").textOf("availabilityZone"),
-		PrivateDNSName: e.textOf("privateDnsName"), PublicDNSName: e.textOf("dnsName"),
-		PrivateIPAddress: e.textOf("privateIpAddress"), PublicIP: e.textOf("ipAddress"),
-		SourceDestCheck: e.textOf("sourceDestCheck") == "true", VpcID: e.textOf("vpcId"),
+		ID: e.TextOf("instanceId"), State: e.Child("instanceState").TextOf("name"), Type: e.TextOf("instanceType"),
+		Zone:           e.Child("placement").TextOf("availabilityZone"),
+		PrivateDNSName: e.TextOf("privateDnsName"), PublicDNSName: e.TextOf("dnsName"),
+		PrivateIPAddress: e.TextOf("privateIpAddress"), PublicIP: e.TextOf("ipAddress"),
+		SourceDestCheck: e.TextOf("sourceDestCheck") == "true", VpcID: e.TextOf("vpcId"),
 	}
-	for _, g := range e.items("groupSet") {
-		in.SecurityGroups = append(in.SecurityGroups, g.textOf("groupId"))
+	for _, g := range e.Items("groupSet") {
+		in.SecurityGroups = append(in.SecurityGroups, g.TextOf("groupId"))
 	}
-	for _, n := range e.items("networkInterfaceSet") {
-		index, _ := strconv.Atoi(n.child("attachment").textOf("deviceIndex"))
-		nic := networkInterface{Status: n.textOf("status"), DeviceIndex: index}
-		for _, ip := range n.items("privateIpAddressesSet") {
-			nic.PrivateIPs = append(nic.PrivateIPs, ip.textOf("privateIpAddress"))
+	for _, n := range e.Items("networkInterfaceSet") {
+		index, _ := strconv.Atoi(n.Child("attachment").TextOf("deviceIndex"))
+		nic := networkInterface{Status: n.TextOf("status"), DeviceIndex: index}
+		for _, ip := range n.Items("privateIpAddressesSet") {
+			nic.PrivateIPs = append(nic.PrivateIPs, ip.TextOf("privateIpAddress"))
 		}
 		in.NetworkInterfaces = append(in.NetworkInterfaces, nic)
 	}
@@ -56,9 +57,9 @@ func instanceOf(e *element) instance {
 // describeInstances lists every instance params select, across pages.
 func (p *Provider) describeInstances(ctx context.Context, what string, params url.Values) ([]instance, error) {
 	var all []instance
-	err := p.ec2.each(ctx, what, "DescribeInstances", params, func(page *element) {
-		for _, r := range page.items("reservationSet") {
-			for _, in := range r.items("instancesSet") {
+	err := p.ec2.each(ctx, what, "DescribeInstances", params, func(page *xmltree.Element) {
+		for _, r := range page.Items("reservationSet") {
+			for _, in := range r.Items("instancesSet") {
 				all = append(all, instanceOf(in))
 			}
 		}
@@ -215,8 +216,8 @@ func (p *Provider) zoneID(ctx context.Context, zone string) (string, error) {
 			return nil, err
 		}
 		var b strings.Builder
-		for _, z := range root.items("availabilityZoneInfo") {
-			b.WriteString(z.textOf("zoneName") + "=" + z.textOf("zoneId") + "\n")
+		for _, z := range root.Items("availabilityZoneInfo") {
+			b.WriteString(z.TextOf("zoneName") + "=" + z.TextOf("zoneId") + "\n")
 		}
 		return []byte(b.String()), nil
 	})

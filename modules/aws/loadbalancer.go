@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 )
 
@@ -295,37 +296,37 @@ func (p *Provider) describeLoadBalancer(ctx context.Context, name string) (*load
 	if err != nil {
 		return nil, err
 	}
-	for _, d := range result.items("LoadBalancerDescriptions") {
-		if d.textOf("LoadBalancerName") != name {
+	for _, d := range result.Items("LoadBalancerDescriptions") {
+		if d.TextOf("LoadBalancerName") != name {
 			continue
 		}
-		lb := &loadBalancer{Name: name, DNSName: d.textOf("DNSName"), Scheme: d.textOf("Scheme"), VpcID: d.textOf("VPCId"),
-			Subnets: texts(d.items("Subnets")), SecurityGroups: texts(d.items("SecurityGroups"))}
-		for _, l := range d.items("ListenerDescriptions") {
-			l = l.child("Listener")
-			port, _ := strconv.Atoi(l.textOf("LoadBalancerPort"))
-			instancePort, _ := strconv.Atoi(l.textOf("InstancePort"))
-			lb.Listeners = append(lb.Listeners, listener{Protocol: strings.ToUpper(l.textOf("Protocol")),
-				InstanceProtocol: strings.ToUpper(l.textOf("InstanceProtocol")), Port: port, InstancePort: instancePort})
+		lb := &loadBalancer{Name: name, DNSName: d.TextOf("DNSName"), Scheme: d.TextOf("Scheme"), VpcID: d.TextOf("VPCId"),
+			Subnets: texts(d.Items("Subnets")), SecurityGroups: texts(d.Items("SecurityGroups"))}
+		for _, l := range d.Items("ListenerDescriptions") {
+			l = l.Child("Listener")
+			port, _ := strconv.Atoi(l.TextOf("LoadBalancerPort"))
+			instancePort, _ := strconv.Atoi(l.TextOf("InstancePort"))
+			lb.Listeners = append(lb.Listeners, listener{Protocol: strings.ToUpper(l.TextOf("Protocol")),
+				InstanceProtocol: strings.ToUpper(l.TextOf("InstanceProtocol")), Port: port, InstancePort: instancePort})
 		}
-		for _, in := range d.items("Instances") {
-			lb.Instances = append(lb.Instances, in.textOf("InstanceId"))
+		for _, in := range d.Items("Instances") {
+			lb.Instances = append(lb.Instances, in.TextOf("InstanceId"))
 		}
-		hc := d.child("HealthCheck")
-		lb.HealthCheck.Target = hc.textOf("Target")
-		lb.HealthCheck.Interval, _ = strconv.Atoi(hc.textOf("Interval"))
-		lb.HealthCheck.Timeout, _ = strconv.Atoi(hc.textOf("Timeout"))
-		lb.HealthCheck.Unhealthy, _ = strconv.Atoi(hc.textOf("UnhealthyThreshold"))
-		lb.HealthCheck.HealthyCount, _ = strconv.Atoi(hc.textOf("HealthyThreshold"))
+		hc := d.Child("HealthCheck")
+		lb.HealthCheck.Target = hc.TextOf("Target")
+		lb.HealthCheck.Interval, _ = strconv.Atoi(hc.TextOf("Interval"))
+		lb.HealthCheck.Timeout, _ = strconv.Atoi(hc.TextOf("Timeout"))
+		lb.HealthCheck.Unhealthy, _ = strconv.Atoi(hc.TextOf("UnhealthyThreshold"))
+		lb.HealthCheck.HealthyCount, _ = strconv.Atoi(hc.TextOf("HealthyThreshold"))
 		return lb, nil
 	}
 	return nil, errors.New("aws: describing load balancer " + name + ": the answer does not describe it")
 }
 
-func texts(list []*element) []string {
+func texts(list []*xmltree.Element) []string {
 	out := make([]string, 0, len(list))
 	for _, e := range list {
-		out = append(out, e.text)
+		out = append(out, e.Text)
 	}
 	return out
 }
@@ -635,13 +636,13 @@ func (p *Provider) syncAttributes(ctx context.Context, name string, spec *lbSpec
 	if err != nil {
 		return err
 	}
-	a := result.child("LoadBalancerAttributes")
+	a := result.Child("LoadBalancerAttributes")
 	var have attributes
-	have.CrossZone = a.child("CrossZoneLoadBalancing").textOf("Enabled") == "true"
-	have.AccessLog = a.child("AccessLog").textOf("Enabled") == "true"
-	have.Draining = a.child("ConnectionDraining").textOf("Enabled") == "true"
-	have.DrainingTimeout, _ = strconv.Atoi(a.child("ConnectionDraining").textOf("Timeout"))
-	have.IdleTimeout, _ = strconv.Atoi(a.child("ConnectionSettings").textOf("IdleTimeout"))
+	have.CrossZone = a.Child("CrossZoneLoadBalancing").TextOf("Enabled") == "true"
+	have.AccessLog = a.Child("AccessLog").TextOf("Enabled") == "true"
+	have.Draining = a.Child("ConnectionDraining").TextOf("Enabled") == "true"
+	have.DrainingTimeout, _ = strconv.Atoi(a.Child("ConnectionDraining").TextOf("Timeout"))
+	have.IdleTimeout, _ = strconv.Atoi(a.Child("ConnectionSettings").TextOf("IdleTimeout"))
 	want := spec.attributes
 	if !spec.drainTimeout {
 		want.DrainingTimeout = have.DrainingTimeout
@@ -749,9 +750,9 @@ func (p *Provider) elbSubnets(ctx context.Context, vpc string, internal bool) ([
 		Tags     map[string]string
 	}
 	var subnets []subnet
-	err := p.ec2.each(ctx, "listing the VPC's subnets", "DescribeSubnets", filters(url.Values{}, "vpc-id", vpc), func(page *element) {
-		for _, s := range page.items("subnetSet") {
-			subnets = append(subnets, subnet{ID: s.textOf("subnetId"), Zone: s.textOf("availabilityZone"), Tags: tagsOf(s)})
+	err := p.ec2.each(ctx, "listing the VPC's subnets", "DescribeSubnets", filters(url.Values{}, "vpc-id", vpc), func(page *xmltree.Element) {
+		for _, s := range page.Items("subnetSet") {
+			subnets = append(subnets, subnet{ID: s.TextOf("subnetId"), Zone: s.TextOf("availabilityZone"), Tags: tagsOf(s)})
 		}
 	})
 	if err != nil {
@@ -824,16 +825,16 @@ func (p *Provider) mayUse(tags map[string]string) bool {
 func (p *Provider) publicSubnets(ctx context.Context, vpc string) (func(subnet string) bool, error) {
 	explicit := map[string]bool{} // subnet → its table has an internet gateway
 	mainPublic := false
-	err := p.ec2.each(ctx, "listing the VPC's route tables", "DescribeRouteTables", filters(url.Values{}, "vpc-id", vpc), func(page *element) {
-		for _, t := range page.items("routeTableSet") {
+	err := p.ec2.each(ctx, "listing the VPC's route tables", "DescribeRouteTables", filters(url.Values{}, "vpc-id", vpc), func(page *xmltree.Element) {
+		for _, t := range page.Items("routeTableSet") {
 			gateway := false
-			for _, r := range t.items("routeSet") {
-				gateway = gateway || strings.HasPrefix(r.textOf("gatewayId"), "igw")
+			for _, r := range t.Items("routeSet") {
+				gateway = gateway || strings.HasPrefix(r.TextOf("gatewayId"), "igw")
 			}
-			for _, a := range t.items("associationSet") {
-				if a.textOf("main") == "true" {
+			for _, a := range t.Items("associationSet") {
+				if a.TextOf("main") == "true" {
 					mainPublic = gateway
-				} else if s := a.textOf("subnetId"); s != "" {
+				} else if s := a.TextOf("subnetId"); s != "" {
 					explicit[s] = gateway
 				}
 			}
@@ -847,10 +848,10 @@ func (p *Provider) publicSubnets(ctx context.Context, vpc string) (func(subnet s
 	}, err
 }
 
-func tagsOf(e *element) map[string]string {
+func tagsOf(e *xmltree.Element) map[string]string {
 	tags := map[string]string{}
-	for _, t := range e.items("tagSet") {
-		tags[t.textOf("key")] = t.textOf("value")
+	for _, t := range e.Items("tagSet") {
+		tags[t.TextOf("key")] = t.TextOf("value")
 	}
 	return tags
 }

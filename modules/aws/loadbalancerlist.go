@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 )
 
 // ServiceUIDTag is the ELB tag holding the UID of the Service it was made
@@ -28,9 +29,9 @@ const tagsPerRequest = 20
 // balancers gone.
 func (p *Provider) ListLoadBalancers(ctx context.Context, _ string) ([]abi.OwnedLoadBalancer, error) {
 	var names []string
-	err := p.elb.each(ctx, "listing the load balancers", "DescribeLoadBalancers", url.Values{}, func(page *element) {
-		for _, d := range page.child("DescribeLoadBalancersResult").items("LoadBalancerDescriptions") {
-			names = append(names, d.textOf("LoadBalancerName"))
+	err := p.elb.each(ctx, "listing the load balancers", "DescribeLoadBalancers", url.Values{}, func(page *xmltree.Element) {
+		for _, d := range page.Child("DescribeLoadBalancersResult").Items("LoadBalancerDescriptions") {
+			names = append(names, d.TextOf("LoadBalancerName"))
 		}
 	})
 	if err != nil {
@@ -44,13 +45,13 @@ func (p *Provider) ListLoadBalancers(ctx context.Context, _ string) ([]abi.Owned
 			return nil, err
 		}
 		described := 0
-		for _, d := range result.items("TagDescriptions") {
+		for _, d := range result.Items("TagDescriptions") {
 			described++
 			tags := map[string]string{}
-			for _, t := range d.items("Tags") {
-				tags[t.textOf("Key")] = t.textOf("Value")
+			for _, t := range d.Items("Tags") {
+				tags[t.TextOf("Key")] = t.TextOf("Value")
 			}
-			uid, name := tags[ServiceUIDTag], d.textOf("LoadBalancerName")
+			uid, name := tags[ServiceUIDTag], d.TextOf("LoadBalancerName")
 			if _, ours := tags[p.clusterTag]; !ours || uid == "" || name != p.GetLoadBalancerName(ctx, "", &abi.Service{UID: uid}) {
 				continue
 			}

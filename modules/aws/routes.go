@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 )
 
 // Routes live in the one route table tagged with the cluster tag, as the
@@ -27,12 +28,12 @@ type routeTable struct {
 func (p *Provider) routeTable(ctx context.Context) (*routeTable, error) {
 	var tables []routeTable
 	params := filters(url.Values{}, "tag-key", p.clusterTag)
-	err := p.ec2.each(ctx, "finding the cluster's route table", "DescribeRouteTables", params, func(page *element) {
-		for _, t := range page.items("routeTableSet") {
-			table := routeTable{ID: t.textOf("routeTableId")}
-			for _, r := range t.items("routeSet") {
-				table.Routes = append(table.Routes, route{DestinationCIDR: r.textOf("destinationCidrBlock"),
-					InstanceID: r.textOf("instanceId"), State: r.textOf("state")})
+	err := p.ec2.each(ctx, "finding the cluster's route table", "DescribeRouteTables", params, func(page *xmltree.Element) {
+		for _, t := range page.Items("routeTableSet") {
+			table := routeTable{ID: t.TextOf("routeTableId")}
+			for _, r := range t.Items("routeSet") {
+				table.Routes = append(table.Routes, route{DestinationCIDR: r.TextOf("destinationCidrBlock"),
+					InstanceID: r.TextOf("instanceId"), State: r.TextOf("state")})
 			}
 			tables = append(tables, table)
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/wasmccm/wasmccm/modules/aws/internal/xmltree"
 	"github.com/wasmccm/wasmccm/modules/sdk"
 )
 
@@ -41,21 +42,21 @@ func elbGroupName(lbName string) string { return "k8s-elb-" + lbName }
 // describeGroups lists the groups params select, their rules ungrouped.
 func (p *Provider) describeGroups(ctx context.Context, what string, params url.Values) ([]securityGroup, error) {
 	var out []securityGroup
-	err := p.ec2.each(ctx, what, "DescribeSecurityGroups", params, func(page *element) {
-		for _, g := range page.items("securityGroupInfo") {
-			sg := securityGroup{ID: g.textOf("groupId"), Tags: tagsOf(g)}
-			for _, perm := range g.items("ipPermissions") {
-				base := rule{Protocol: perm.textOf("ipProtocol")}
-				base.From, _ = strconv.Atoi(perm.textOf("fromPort"))
-				base.To, _ = strconv.Atoi(perm.textOf("toPort"))
-				for _, r := range perm.items("ipRanges") {
+	err := p.ec2.each(ctx, what, "DescribeSecurityGroups", params, func(page *xmltree.Element) {
+		for _, g := range page.Items("securityGroupInfo") {
+			sg := securityGroup{ID: g.TextOf("groupId"), Tags: tagsOf(g)}
+			for _, perm := range g.Items("ipPermissions") {
+				base := rule{Protocol: perm.TextOf("ipProtocol")}
+				base.From, _ = strconv.Atoi(perm.TextOf("fromPort"))
+				base.To, _ = strconv.Atoi(perm.TextOf("toPort"))
+				for _, r := range perm.Items("ipRanges") {
 					one := base
-					one.CIDR = r.textOf("cidrIp")
+					one.CIDR = r.TextOf("cidrIp")
 					sg.Ingress = append(sg.Ingress, one)
 				}
-				for _, src := range perm.items("groups") {
+				for _, src := range perm.Items("groups") {
 					one := base
-					one.Group = src.textOf("groupId")
+					one.Group = src.TextOf("groupId")
 					sg.Ingress = append(sg.Ingress, one)
 				}
 			}
@@ -134,7 +135,7 @@ func (p *Provider) ensureGroup(ctx context.Context, vpc string, spec *lbSpec) (*
 		if err != nil {
 			return nil, err
 		}
-		id := root.textOf("groupId")
+		id := root.TextOf("groupId")
 		if id == "" {
 			return nil, errors.New("aws: creating " + what + ": the answer names no group")
 		}

@@ -1,4 +1,14 @@
-package aws
+// Package xmltree reads the XML answers of AWS's Query APIs into a tree.
+//
+// The EC2 Query API answers in XML. encoding/xml decodes an answer of one
+// instance in about 340 µs inside a TinyGo module, half of the whole call
+// (BENCHMARKS.md), and most of that is its general tokenizer. The answers
+// need far less: elements, their character data, and nothing else. So the
+// provider reads them with this small parser into a tree, and picks the
+// fields it uses by name. What AWS does not send (a DOCTYPE, entities
+// other than the XML ones) is an error, never a guess. It is a package of
+// its own so that its fuzz test builds only what it reads with.
+package xmltree
 
 import (
 	"bytes"
@@ -8,27 +18,19 @@ import (
 	"unicode/utf8"
 )
 
-// The EC2 Query API answers in XML. encoding/xml decodes an answer of one
-// instance in about 340 µs inside a TinyGo module, half of the whole call
-// (BENCHMARKS.md), and most of that is its general tokenizer. The answers
-// need far less: elements, their character data, and nothing else. So the
-// provider reads them with this small parser into a tree, and picks the
-// fields it uses by name. What AWS does not send (a DOCTYPE, entities
-// other than the XML ones) is an error, never a guess.
-
-// element is one XML element: its local name (without namespace prefix),
+// Element is one XML element: its local name (without namespace prefix),
 // its character data with references decoded, and its child elements.
 // Attributes are not kept: the answers carry none the provider reads.
-type element struct {
-	name     string
-	text     string
-	children []*element
+type Element struct {
+	Name     string
+	Text     string
+	Children []*Element
 }
 
-// parseXML reads a document into its root element.
-func parseXML(data []byte) (*element, error) {
-	var root *element
-	var open []*element
+// Parse reads a document into its root element.
+func Parse(data []byte) (*Element, error) {
+	var root *Element
+	var open []*Element
 	for i := 0; i < len(data); {
 		rest := data[i:]
 		if rest[0] != '<' {
@@ -41,7 +43,7 @@ func parseXML(data []byte) (*element, error) {
 				if err != nil {
 					return nil, err
 				}
-				open[len(open)-1].text += text
+				open[len(open)-1].Text += text
 			} else if len(bytes.TrimSpace(rest[:n])) > 0 {
 				return nil, errors.New("xml: character data outside the root element")
 			}
@@ -57,7 +59,7 @@ func parseXML(data []byte) (*element, error) {
 		case bytes.HasPrefix(rest, []byte("<![CDATA[")):
 			if end = after(rest, "]]>"); end > 0 && len(open) > 0 {
 				cdata := bytes.ReplaceAll(bytes.ReplaceAll(rest[9:end-3], []byte("\r\n"), []byte("\n")), []byte("\r"), []byte("\n"))
-				open[len(open)-1].text += string(cdata)
+				open[len(open)-1].Text += string(cdata)
 			}
 		case bytes.HasPrefix(rest, []byte("<!")):
 			return nil, errors.New("xml: declarations such as DOCTYPE are not accepted")
@@ -67,7 +69,7 @@ func parseXML(data []byte) (*element, error) {
 				break
 			}
 			name := localName(string(bytes.TrimSpace(rest[2 : end-1])))
-			if len(open) == 0 || open[len(open)-1].name != name {
+			if len(open) == 0 || open[len(open)-1].Name != name {
 				return nil, errors.New("xml: unexpected end element </" + name + ">")
 			}
 			open = open[:len(open)-1]
@@ -85,11 +87,11 @@ func parseXML(data []byte) (*element, error) {
 			if n == 0 {
 				return nil, errors.New("xml: element without a name")
 			}
-			el := &element{name: localName(string(tag[:n]))}
+			el := &Element{Name: localName(string(tag[:n]))}
 			switch {
 			case len(open) > 0:
 				parent := open[len(open)-1]
-				parent.children = append(parent.children, el)
+				parent.Children = append(parent.Children, el)
 			case root != nil:
 				return nil, errors.New("xml: more than one root element")
 			default:
@@ -209,38 +211,38 @@ func charRef(ref string) (rune, error) {
 	return rune(n), nil
 }
 
-// child is the first child element named name; nil when there is none,
+// Child is the first child element named name; nil when there is none,
 // or e is nil, so that paths can be followed without checks.
-func (e *element) child(name string) *element {
+func (e *Element) Child(name string) *Element {
 	if e == nil {
 		return nil
 	}
-	for _, c := range e.children {
-		if c.name == name {
+	for _, c := range e.Children {
+		if c.Name == name {
 			return c
 		}
 	}
 	return nil
 }
 
-// textOf is the character data of the child named name, "" without one.
-func (e *element) textOf(name string) string {
-	if c := e.child(name); c != nil {
-		return c.text
+// TextOf is the character data of the child named name, "" without one.
+func (e *Element) TextOf(name string) string {
+	if c := e.Child(name); c != nil {
+		return c.Text
 	}
 	return ""
 }
 
-// items are the entries of the list named name: <item> elements as EC2
+// Items are the entries of the list named name: <item> elements as EC2
 // writes lists, <member> as ELB does.
-func (e *element) items(name string) []*element {
-	list := e.child(name)
+func (e *Element) Items(name string) []*Element {
+	list := e.Child(name)
 	if list == nil {
 		return nil
 	}
-	var out []*element
-	for _, c := range list.children {
-		if c.name == "item" || c.name == "member" {
+	var out []*Element
+	for _, c := range list.Children {
+		if c.Name == "item" || c.Name == "member" {
 			out = append(out, c)
 		}
 	}
