@@ -68,10 +68,19 @@ func Toolchains() ([]Toolchain, error) {
 	return []Toolchain{Go, TinyGo}, nil
 }
 
+// built memoizes Build per toolchain and package in this process. Each
+// entry is built under a lock of its own, so that one process builds
+// different modules side by side (the conformance suite wants eight at
+// once) while two callers of the same module wait for one build.
 var (
 	mu    sync.Mutex
-	built = map[string]string{}
+	built = map[string]*buildEntry{}
 )
+
+type buildEntry struct {
+	sync.Mutex
+	path string
+}
 
 // Build compiles the main package at pkgDir (a directory of this Go module)
 // into a reactor module and returns the path of the .wasm file.
@@ -80,11 +89,18 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	memo := string(tc) + ":" + pkgDir
-	if path, ok := built[memo]; ok {
-		return path, nil
+	mu.Lock()
+	entry, ok := built[memo]
+	if !ok {
+		entry = &buildEntry{}
+		built[memo] = entry
+	}
+	mu.Unlock()
+	entry.Lock()
+	defer entry.Unlock()
+	if entry.path != "" {
+		return entry.path, nil
 	}
 	root, err := moduleRoot(pkgDir)
 	if err != nil {
@@ -104,7 +120,7 @@ func Build(pkgDir string, tc Toolchain) (string, error) {
 			return "", err
 		}
 	}
-	built[memo] = out
+	entry.path = out
 	return out, nil
 }
 
