@@ -13,7 +13,7 @@
 # test/conformance among them) start their own API servers, clouds and CCMs
 # on free loopback ports, test by test, and spend most of their time
 # waiting for controllers; so they run side by side, E2E_PARALLEL jobs at
-# a time (default 4): each package a job, and each top-level test of
+# a time (default 6): each package a job, and each top-level test of
 # test/e2e, by far the longest package, a job of its own. Fuzzing and
 # staticcheck, which need nothing the jobs build, run beside those jobs
 # rather than before or after them, in the processor time their waiting
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 source hack/lib.sh
 make=${MAKE:-make}
 go=${GO:-go}
-e2e_parallel=${E2E_PARALLEL:-4}
+e2e_parallel=${E2E_PARALLEL:-6}
 # The phase times go to bin/ unless TEST_RESULT names the file, e.g.
 # docs/benchmarks/results/<date>-make-test.md to record a run in the docs.
 result=${TEST_RESULT:-bin/make-test.md}
