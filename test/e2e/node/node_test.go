@@ -88,6 +88,9 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The modules build while the image is built and the Nodes start.
+	modules := buildModules(t, "modules/simcloud/module", "test/e2e/testdata/relabel")
+
 	// The image as `make image` builds it, for the host's architecture
 	// (the Nodes run no other), under the name the Deployment gives,
 	// imported into the Nodes' containerd: the kubelet must find it there,
@@ -102,8 +105,6 @@ func TestNode(t *testing.T) {
 	if err := ccmimage.WriteLayout(layout, normalizedRef(image), idx); err != nil {
 		t.Fatal(err)
 	}
-	module := buildModule(t, "modules/simcloud/module")
-	update := buildModule(t, "test/e2e/testdata/relabel")
 
 	// The cloud knows each Node's machine by the Node's name, with the
 	// kubelet's --node-ip as its address.
@@ -157,6 +158,8 @@ func TestNode(t *testing.T) {
 		}
 	}
 
+	paths := modules()
+	module, update := paths[0], paths[1]
 	install(t, ctx, c, objs, module, server.URL, token)
 	installed := time.Now()
 
@@ -484,15 +487,37 @@ func waitFor[T any](t *testing.T, ctx context.Context, what string, check func(c
 	return got
 }
 
-// buildModule compiles the module at dir with TinyGo: a standard Go build
-// of the provider does not fit in a ConfigMap even compressed.
-func buildModule(t *testing.T, dir string) string {
-	t.Helper()
-	path, err := wasmbuild.Build(filepath.Join(repoRoot, dir), wasmbuild.TinyGo)
-	if err != nil {
-		t.Fatal(err)
+// buildModules starts compiling the modules at dirs with TinyGo (a
+// standard Go build of the provider does not fit in a ConfigMap even
+// compressed), side by side, and returns a function that waits for their
+// paths. On a loaded machine each build takes minutes of wall time, which
+// the test spends building its image and starting its Nodes instead of
+// waiting.
+func buildModules(t *testing.T, dirs ...string) (wait func() []string) {
+	type built struct {
+		path string
+		err  error
 	}
-	return path
+	results := make([]chan built, len(dirs))
+	for i, dir := range dirs {
+		results[i] = make(chan built, 1)
+		go func() {
+			path, err := wasmbuild.Build(filepath.Join(repoRoot, dir), wasmbuild.TinyGo)
+			results[i] <- built{path, err}
+		}()
+	}
+	return func() []string {
+		t.Helper()
+		paths := make([]string, len(dirs))
+		for i, result := range results {
+			r := <-result
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			paths[i] = r.path
+		}
+		return paths
+	}
 }
 
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
