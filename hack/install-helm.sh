@@ -17,9 +17,9 @@
 # v0.36). It is built as the Kubernetes components are
 # (wasmccm::helper_module, CGO_ENABLED=0, -trimpath), so the client-go and
 # apimachinery packages it shares with them and with the tests are
-# compiled once; a Helm on newer libraries compiled all of them again, and
-# its standard library too. The linker flags are those of Helm's Makefile
-# for a tagged release.
+# compiled once: a Helm on newer libraries would compile them again, and
+# one built without -trimpath even the standard library. The linker flags
+# are those of Helm's Makefile for a tagged release.
 #
 # Environment:
 #   HELM_VERSION  Helm release to build (default v3.21.4).

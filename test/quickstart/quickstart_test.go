@@ -105,7 +105,7 @@ func TestQuickStart(t *testing.T) {
 		// everything with: it changes only the paths recorded in the
 		// binaries, and it lets the quick start use the standard library
 		// already compiled for the host and for wasip1 rather than compile
-		// both again (a minute of processor time on an empty cache).
+		// both again.
 		"GOFLAGS=-trimpath",
 	)
 	out, err := cmd.CombinedOutput()
