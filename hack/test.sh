@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI runs (make test), phase by phase, and how long each phase
-# took, printed at the end whether the run passed or not: gofmt and vet,
+# took, printed at the end whether the run passed or not, with, for a run
+# that failed, each failed test and the first line it printed: gofmt and vet,
 # chart, unit tests (the root module, then abi and the SDK, which are
 # modules of their own), end-to-end tests, and beside them staticcheck and
 # a short run of every fuzz target, and how busy the processors were in
@@ -36,6 +37,12 @@ caches_at_start="$cache $(du -sh "$cache" 2>/dev/null | cut -f1 || echo absent),
 load_at_start=$(wasmccm::load)
 revision=$(wasmccm::revision)
 
+# Everything the run prints is also kept, for the summary to say which
+# tests failed and why (hack/test-failures.awk).
+run_log=$(mktemp)
+exec > >(tee -a "$run_log") 2>&1
+tee_pid=$!
+
 phases=()
 busy=()
 e2e_jobs=""
@@ -68,6 +75,12 @@ summary() {
   for i in "${!phases[@]}"; do
     echo "  ${phases[i]} (${busy[i]} %)"
   done
+  local failures=""
+  if ((rc != 0)); then
+    failures=$(awk -f hack/test-failures.awk "$run_log")
+    echo "failed tests, and the first line each printed:"
+    echo "${failures:-  none found: see the output of the phase that failed}"
+  fi
   mkdir -p "$(dirname "$result")"
   {
     wasmccm::result_header "make test" "E2E_PARALLEL=$e2e_parallel hack/test.sh" "$revision" "$load_at_start" "$(wasmccm::load)"
@@ -89,8 +102,21 @@ summary() {
       echo "|---|---:|"
       awk '{ print "| " $2 " | " $1 " |" }' <<<"$e2e_jobs"
     fi
+    if [[ -n "$failures" ]]; then
+      echo
+      echo "Failed tests, and the first line each printed:"
+      echo
+      echo '```'
+      echo "$failures"
+      echo '```'
+    fi
   } >"$result"
   echo "results: $result"
+  # The summary is the last thing printed: let tee write it out before
+  # make sees the script end.
+  exec >&- 2>&-
+  wait "$tee_pid" 2>/dev/null || true
+  rm -f "$run_log"
   return "$rc"
 }
 trap summary EXIT
