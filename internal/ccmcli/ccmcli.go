@@ -1,6 +1,8 @@
 // Package ccmcli is wasm-cloud-controller-manager's command line: the
 // upstream cloud-controller-manager command over provider "wasm", with
-// the orphan load balancer sweep among its controllers (sweep.go).
+// the orphan load balancer sweep among its controllers (sweep.go), and
+// the Node and service controllers run once per module for a CCM of
+// several (nodes.go, services.go).
 // cmd/wasm-cloud-controller-manager runs it, and docs/reference/cli.md
 // lists its flags.
 package ccmcli

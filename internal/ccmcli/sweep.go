@@ -26,11 +26,20 @@ import (
 // orphanSweepController is the sweep's name in --controllers.
 const orphanSweepController = "orphan-load-balancer-sweep"
 
-// controllers are the upstream controllers and the orphan load balancer
-// sweep, which runs like them: on the leader only, over the shared
-// informers.
+// controllers are the upstream controllers, the Node and service
+// controllers started once per module of a CCM of several (nodes.go,
+// services.go), and the orphan load balancer sweep, which runs like them:
+// on the leader only, over the shared informers.
 func controllers() map[string]app.ControllerInitFuncConstructor {
 	c := maps.Clone(app.DefaultInitFuncConstructors)
+	c[names.CloudNodeController] = app.ControllerInitFuncConstructor{
+		InitContext: c[names.CloudNodeController].InitContext,
+		Constructor: startCloudNodeControllers,
+	}
+	c[names.CloudNodeLifecycleController] = app.ControllerInitFuncConstructor{
+		InitContext: c[names.CloudNodeLifecycleController].InitContext,
+		Constructor: startCloudNodeLifecycleControllers,
+	}
 	c[names.ServiceLBController] = app.ControllerInitFuncConstructor{
 		InitContext: c[names.ServiceLBController].InitContext,
 		Constructor: startServiceControllers,

@@ -7,6 +7,11 @@
 // (routing.go) by the cloud-config's rules (config.go), and refuses a
 // module's answer about a Node it does not serve.
 //
+// Nodes are served by upstream's Node controllers, one cloud-node and one
+// cloud-node-lifecycle controller per module, each over a view of the
+// module's own Nodes (NodeServers), so that a module whose cloud hangs
+// delays its own Nodes only.
+//
 // Services are routed by spec.loadBalancerClass. The upstream service
 // controller serves Services without a class only, so the CCM runs one
 // upstream service controller per module, each over a Service informer
@@ -40,12 +45,15 @@ import (
 type Served struct {
 	Name  string
 	Cloud *provider.Cloud
+	// ServesNodes: the module has a provider ID prefix.
+	ServesNodes bool
 	// ServesLoadBalancers: the module has classes or is the default.
 	ServesLoadBalancers bool
 }
 
 // Cloud is cloudprovider.Interface over several modules. Node calls go to
-// the module that serves the Node; load balancers are served per module
+// the module that serves the Node, from Node controllers of its own
+// (NodeServers); load balancers are served per module
 // by the service controllers the CCM runs for each (LoadBalancers);
 // routes by the one module the cloud-config names.
 type Cloud struct {
@@ -66,6 +74,7 @@ var (
 	_ cloudprovider.Interface    = (*Cloud)(nil)
 	_ cloudprovider.InformerUser = (*Cloud)(nil)
 	_ cloudprovider.InstancesV2  = instancesV2{}
+	_ cloudprovider.Interface    = nodeCloud{}
 )
 
 // notRoutedEvery is how often a Node that no module serves is reported.
@@ -140,7 +149,7 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 			}
 			return nil, fmt.Errorf("module %s: %w", m.Name, err)
 		}
-		c.modules = append(c.modules, Served{Name: m.Name, Cloud: cloud, ServesLoadBalancers: m.LoadBalancers.serves()})
+		c.modules = append(c.modules, Served{Name: m.Name, Cloud: cloud, ServesNodes: m.Nodes.serves(), ServesLoadBalancers: m.LoadBalancers.serves()})
 		c.byName[m.Name] = cloud
 		c.stalls[m.Name] = &stallGuard{module: m.Name, now: time.Now}
 		klog.InfoS("module started", "module", m.Name, "providerIDPrefix", m.Nodes.ProviderIDPrefix,
@@ -202,11 +211,13 @@ func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, 
 	c.recorder = events.NewRecorder(client)
 }
 
-// SetInformers gives every module the Node cache.
+// SetInformers gives every module the Node cache, and reports the Nodes
+// no module serves from it.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 	for _, m := range c.modules {
 		m.Cloud.SetInformers(factory)
 	}
+	c.reportUnrouted(factory.Core().V1().Nodes().Informer())
 }
 
 // Close releases every module.
@@ -225,7 +236,7 @@ func (c *Cloud) ProviderName() string { return provider.ProviderName }
 func (c *Cloud) HasClusterID() bool { return true }
 
 // InstancesV2 routes each Node to its module.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instancesV2{c}, true }
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instancesV2{Cloud: c}, true }
 
 // Instances is not supported: Nodes are routed with InstancesV2, which
 // passes the whole Node, labels included.
@@ -308,11 +319,17 @@ var errNotRouted = errors.New("no module serves this Node")
 
 // moduleFor returns the InstancesV2 of node's module, guarded against its
 // stalls.
-func (c *Cloud) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2, error) {
+func (i instancesV2) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2, error) {
+	c := i.Cloud
 	name, why := c.routing.NodeModule(node)
-	if name == "" {
+	switch {
+	case name == "":
 		c.reportNode(node, events.NodeNotRouted, "No module serves this Node: "+why)
 		return "", nil, fmt.Errorf("node %s: %w: %s", node.Name, errNotRouted, why)
+	case i.module != "" && name != i.module:
+		// Its labels or provider ID changed since the module's view
+		// showed it; its own module's controllers will see it.
+		return "", nil, fmt.Errorf("node %s is served by module %s, not %s", node.Name, name, i.module)
 	}
 	guard := c.stalls[name]
 	if err := guard.admit(); err != nil {
@@ -357,7 +374,12 @@ func (c *Cloud) reportNode(node *v1.Node, reason events.Reason, message string) 
 	}
 }
 
-type instancesV2 struct{ *Cloud }
+// instancesV2 routes each Node to its module; with module set, to that
+// module only, for the Node controllers of that module (NodeServers).
+type instancesV2 struct {
+	*Cloud
+	module string
+}
 
 func (i instancesV2) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	_, m, err := i.moduleFor(node)

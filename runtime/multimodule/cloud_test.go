@@ -18,7 +18,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -88,7 +88,7 @@ func newCloud(t testing.TB, simPrefix string, single bool) *hybrid {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.c, h.instances, informerUser = c, instancesV2{c}, c
+		h.c, h.instances, informerUser = c, instancesV2{Cloud: c}, c
 		h.close = func() { c.Close(context.Background()) }
 	}
 	t.Cleanup(h.close)

@@ -9,14 +9,16 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
-// The upstream Node controllers serve every module's Nodes with the same
-// few workers, one Node after another: a module whose calls run to their
-// timeout would hold them, and delay the other modules' Nodes by as much.
-// A module whose Node calls stall stallsToOpen times in a row therefore
-// gets its Node calls failed at once for stallPause, then is tried again;
-// one more stall pauses it again, one answer resets it. Its own Nodes lose
-// nothing by it: a failed call is an error, which no controller reads as
-// "gone", and they would have had the same error a timeout later.
+// Each module's Nodes have Node controllers of their own (NodeServers),
+// so a module whose calls run to their timeout holds only its own Node
+// workers; but each such call also holds one of the module's instances,
+// which its service controller and sweep need too, and asks a cloud that
+// does not answer once more. A module whose Node calls stall stallsToOpen
+// times in a row therefore gets its Node calls failed at once for
+// stallPause, then is tried again; one more stall pauses it again, one
+// answer resets it. Its Nodes lose nothing by it: a failed call is an
+// error, which no controller reads as "gone", and they would have had the
+// same error a timeout later.
 const (
 	stallsToOpen = 3
 	stallPause   = 30 * time.Second
@@ -37,7 +39,7 @@ func (g *stallGuard) admit() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.now().Before(g.paused) {
-		return fmt.Errorf("module %s: its last %d Node calls stalled (timed out or found no free instance); its Node calls fail at once until %s, so that the other modules' Nodes are not kept waiting",
+		return fmt.Errorf("module %s: its last %d Node calls stalled (timed out or found no free instance); its Node calls fail at once until %s",
 			g.module, g.stalls, g.paused.Format(time.RFC3339))
 	}
 	return nil
