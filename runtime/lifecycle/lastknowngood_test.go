@@ -12,9 +12,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/internal/wasmtest"
 	"github.com/wasmccm/wasmccm/runtime/events"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 

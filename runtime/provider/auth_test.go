@@ -13,10 +13,10 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/events"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 // TestAuthFailureEvent: a credential whose Secret key is missing fails

@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
 	"github.com/wasmccm/wasmccm/runtime/oci"
 )

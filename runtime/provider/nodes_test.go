@@ -14,9 +14,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/deletion"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 func intp(v int) *int { return &v }

@@ -13,9 +13,9 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
 

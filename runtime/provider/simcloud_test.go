@@ -12,8 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/internal/lifecycletest"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
-	"github.com/wasmccm/wasmccm/runtime/lifecycle/lifecycletest"
 )
 
 // The tests of the adapter over a real module run the first-party
