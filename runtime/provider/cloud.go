@@ -1,9 +1,11 @@
 // Package provider implements k8s.io/cloud-provider's Interface over a
-// wasmccm module: each method converts its Kubernetes arguments to ABI wire
-// types, calls the module through runtime/host, and maps the answer back,
-// errors included, to what the upstream controllers expect.
+// wasmccm module, a file per sub-interface: each method converts its
+// Kubernetes arguments to ABI wire types, calls the module through
+// runtime/host, and maps the answer back, errors included, to what the
+// upstream controllers expect.
 //
-// It also parses the cloud-config (config.go), reports Events on the
+// It also turns the cloud-config, parsed by runtime/cloudconfig, into the
+// host's settings (config.go), reports Events on the
 // CCM's Pod and Nodes (events.go, auth.go, ratelimit.go), and gathers the
 // evidence the Node deletion policy asks for (nodes.go, deciding in
 // runtime/deletion). Which module answers each call is runtime/lifecycle's
