@@ -220,21 +220,29 @@ func (m *Manager) warnStart(msg string) {
 // Capabilities are the first module's, which every later one keeps.
 func (m *Manager) Capabilities() host.Info { return m.capabilities }
 
-// Call runs one export on the module in service. A call that picked the
-// module just as a reload replaced it finds it closed and goes to the new
-// one: a reload never fails a call. While a rollout is in progress the
-// answer is also shown to it, after which the caller returns at once.
+// Call runs one export on the module in service (OnInService). While a
+// rollout is in progress the answer is also shown to it, after which the
+// caller returns at once.
 func (m *Manager) Call(ctx context.Context, export string, in, out abi.Message) error {
+	_, err := m.OnInService(func(b Backend) error { return b.Call(ctx, export, in, out) })
+	if r := m.rollout.Load(); r != nil {
+		r.observe(ctx, export, in, out, err)
+	}
+	return err
+}
+
+// OnInService runs fn with the module in service and returns that module.
+// fn that picked the module just as a reload replaced it finds it closed
+// (host.ErrClosed) and runs again with the new one: a reload never fails
+// a call.
+func (m *Manager) OnInService(fn func(Backend) error) (*Backend, error) {
 	for {
 		b := m.backend.Load()
-		err := (*b).Call(ctx, export, in, out)
+		err := fn(*b)
 		if errors.Is(err, host.ErrClosed) && m.backend.Load() != b {
 			continue
 		}
-		if r := m.rollout.Load(); r != nil {
-			r.observe(ctx, export, in, out, err)
-		}
-		return err
+		return b, err
 	}
 }
 

@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -207,4 +208,50 @@ func requests(e *env) int {
 		n += c
 	}
 	return n
+}
+
+// closingBackend answers host.ErrClosed, as a closed module does, after
+// putting next, when set, in service as a reload would have.
+type closingBackend struct {
+	Backend
+	m    *Manager
+	next Backend
+}
+
+func (c closingBackend) Call(context.Context, string, abi.Message, abi.Message) error {
+	if c.next != nil {
+		c.m.backend.Store(&c.next)
+	}
+	return host.ErrClosed
+}
+
+// answeringBackend answers every call with the name it was given.
+type answeringBackend struct {
+	Backend
+	name string
+}
+
+func (a answeringBackend) Call(_ context.Context, _ string, _ abi.Message, out abi.Message) error {
+	*out.(*abi.String) = abi.String(a.name)
+	return nil
+}
+
+// TestCallFollowsAReload: a call that finds the module it picked closed
+// by a reload goes to the module in service now; one whose module was
+// closed without a replacement fails, rather than calling it again.
+func TestCallFollowsAReload(t *testing.T) {
+	m := &Manager{}
+	closing := Backend(closingBackend{m: m, next: answeringBackend{name: "new"}})
+	m.backend.Store(&closing)
+	var out abi.String
+	if err := m.Call(context.Background(), abi.ExportGetLoadBalancerName, new(abi.String), &out); err != nil || out != "new" {
+		t.Fatalf("call during a reload: %q, %v; want the new module's answer", out, err)
+	}
+
+	alone := &Manager{}
+	closed := Backend(closingBackend{m: alone})
+	alone.backend.Store(&closed)
+	if _, err := alone.OnInService(func(b Backend) error { return b.Call(context.Background(), "", nil, nil) }); !errors.Is(err, host.ErrClosed) {
+		t.Fatalf("a closed module with no replacement: %v, want host.ErrClosed", err)
+	}
 }

@@ -212,7 +212,7 @@ func (m *Manager) probeNodes(ctx context.Context, r *rollout, limit int) {
 			return
 		}
 		export, in, out := m.opts.ExistenceQuestion(node)
-		err := (*m.backend.Load()).Call(ctx, export, in, out)
+		_, err := m.OnInService(func(b Backend) error { return b.Call(ctx, export, in, out) })
 		r.sem <- struct{}{}
 		all = r.shadow(ctx, export, in, Answer{Out: out, Err: err}) && all
 		<-r.sem

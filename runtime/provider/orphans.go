@@ -8,7 +8,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
-	"github.com/wasmccm/wasmccm/runtime/host"
+	"github.com/wasmccm/wasmccm/runtime/lifecycle"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
 
@@ -26,21 +26,21 @@ func (c *Cloud) OrphanSweep() cloudconfig.OrphanSweep { return c.cfg.OrphanSweep
 // LoadBalancer capability. The call is not shown to a rollout: a listing
 // is not a question the controllers ask.
 func (c *Cloud) ListOwnedLoadBalancers(ctx context.Context, clusterName string) ([]abi.OwnedLoadBalancer, any, error) {
-	for {
-		b := c.modules.InService()
-		if !c.supports(abi.CapabilityLoadBalancer) || !(*b).Info().Exports(abi.ExportListLoadBalancers) {
-			return nil, b, sweep.ErrUnsupported
+	in, out := abi.String(clusterName), abi.OwnedLoadBalancers(nil)
+	b, err := c.modules.OnInService(func(b lifecycle.Backend) error {
+		if !c.supports(abi.CapabilityLoadBalancer) || !b.Info().Exports(abi.ExportListLoadBalancers) {
+			return sweep.ErrUnsupported
 		}
-		in, out := abi.String(clusterName), abi.OwnedLoadBalancers(nil)
-		err := (*b).Call(ctx, abi.ExportListLoadBalancers, &in, &out)
-		if errors.Is(err, host.ErrClosed) && c.modules.InService() != b {
-			continue
-		}
-		if err != nil {
-			return nil, b, mapError(err, notFoundIsError)
-		}
-		return out, b, nil
+		out = nil
+		return b.Call(ctx, abi.ExportListLoadBalancers, &in, &out)
+	})
+	switch {
+	case errors.Is(err, sweep.ErrUnsupported):
+		return nil, b, err
+	case err != nil:
+		return nil, b, mapError(err, notFoundIsError)
 	}
+	return out, b, nil
 }
 
 // LoadBalancerNameOf is the module's GetLoadBalancerName for svc. Unlike
