@@ -3,7 +3,6 @@ package host
 import (
 	"context"
 	"os"
-	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -51,12 +50,6 @@ func TestHTTPFloodIsBounded(t *testing.T) {
 	}
 	tcs := toolchains(t)
 	f := newFixture(t, tcs[len(tcs)-1], nil) // TinyGo when present: 4x the requests per second
-	heap := func() uint64 {
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		return ms.HeapInuse
-	}
 	call := func(name string) {
 		t.Helper()
 		if err := f.mod.Call(context.Background(), abi.ExportInstanceMetadata, &abi.Node{Name: name}, new(abi.InstanceMetadata)); err != nil {
@@ -64,9 +57,9 @@ func TestHTTPFloodIsBounded(t *testing.T) {
 		}
 	}
 	call("http-flood-10") // warm up: instance, metric series, allowed origin
-	before := heap()
+	before := heapAlloc()
 	call("http-flood-" + strconv.Itoa(requests))
-	grown := int64(heap()) - int64(before)
+	grown := int64(heapAlloc()) - int64(before)
 	series := seriesOf(t, "wasmccm_host_http_requests_total", f.mod.Name())
 	t.Logf("%d denied requests to distinct hosts: %d series, heap %+d KiB", requests, series, grown>>10)
 	// The allowed origin with code 200, and denied.

@@ -85,7 +85,8 @@ func hostileModule(body []byte, pages uint32) []byte {
 // heapGrowth is how much the live host heap grew since base.
 func heapGrowth(base uint64) int64 { return int64(heapAlloc()) - int64(base) }
 
-// heapAlloc is the live host heap.
+// heapAlloc is the live host heap, after a collection, so that garbage
+// of earlier calls and tests does not count.
 func heapAlloc() uint64 {
 	runtime.GC()
 	var ms runtime.MemStats
