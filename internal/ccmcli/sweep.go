@@ -54,16 +54,20 @@ func controllers() map[string]app.ControllerInitFuncConstructor {
 func startOrphanSweep(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		clusterName := completed.ComponentConfig.KubeCloudShared.ClusterName
-		var sweeps []*provider.Cloud
+		type moduleSweep struct {
+			*provider.Cloud
+			scope sweep.Scope
+		}
+		var sweeps []moduleSweep
 		switch c := cloud.(type) {
 		case *provider.Cloud:
-			sweeps = append(sweeps, c)
+			sweeps = append(sweeps, moduleSweep{Cloud: c})
 		case *multimodule.Cloud:
 			for _, m := range c.Modules() {
-				sweeps = append(sweeps, m.Cloud)
+				sweeps = append(sweeps, moduleSweep{m.Cloud, sweep.Scope{Module: m.Name, Keeps: c.Routing().Keeps(m.Name)}})
 			}
 		}
-		sweeps = slices.DeleteFunc(sweeps, func(c *provider.Cloud) bool {
+		sweeps = slices.DeleteFunc(sweeps, func(c moduleSweep) bool {
 			if _, ok := c.LoadBalancer(); !ok {
 				klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability", "module", c.Name())
 				return true
@@ -90,7 +94,7 @@ func startOrphanSweep(initContext app.ControllerInitContext, completed *config.C
 		}
 		services := completed.SharedInformers.Core().V1().Services()
 		for _, c := range sweeps {
-			s := sweep.New(c.OrphanSweep(), c, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
+			s := sweep.New(c.OrphanSweep(), c.Cloud, c.scope, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
 			go s.Run(ctx)
 		}
 		return nil, true, nil

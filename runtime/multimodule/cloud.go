@@ -274,6 +274,9 @@ func (c *Cloud) LoadBalancers() map[string]cloudprovider.Interface {
 		if !c.routing.TargetsAll(m.Name) {
 			lb = ownTargets{LoadBalancer: lb, owns: c.owns(m.Name)}
 		}
+		if c.routing.lbDefault == m.Name {
+			lb = lostClass{LoadBalancer: lb, c: c, self: m.Name}
+		}
 		out[m.Name] = lbCloud{Interface: m.Cloud, lb: lb}
 	}
 	return out
@@ -311,6 +314,72 @@ func (o ownTargets) EnsureLoadBalancer(ctx context.Context, clusterName string, 
 
 func (o ownTargets) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
 	return o.LoadBalancer.UpdateLoadBalancer(ctx, clusterName, svc, o.filter(nodes))
+}
+
+// lostClass is the default module's load balancer. Its service
+// controller is the one given a Service whose class was lost
+// (Routing.ClassLost): one switched away from type LoadBalancer while no
+// CCM ran, whose load balancer may be another module's. Cleaning up after
+// such a Service, it has every other module that lists a load balancer
+// made for the Service's UID delete its own, so that the Service keeps its
+// finalizer until the load balancer is gone and the upstream
+// controller's DeletedLoadBalancer tells the truth. A module that cannot
+// say is left to its own orphan sweep.
+type lostClass struct {
+	cloudprovider.LoadBalancer
+	c    *Cloud
+	self string
+}
+
+func (l lostClass) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	status, exists, err := l.LoadBalancer.GetLoadBalancer(ctx, clusterName, svc)
+	if err != nil || exists || !l.c.routing.ClassLost(svc) {
+		return status, exists, err
+	}
+	if holders := l.c.holders(ctx, clusterName, svc, l.self); len(holders) > 0 {
+		return &v1.LoadBalancerStatus{}, true, nil
+	}
+	return status, false, nil
+}
+
+func (l lostClass) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
+	if l.c.routing.ClassLost(svc) {
+		for _, m := range l.c.holders(ctx, clusterName, svc, l.self) {
+			lb, _ := m.Cloud.LoadBalancer() // holders serve load balancers
+			if err := lb.EnsureLoadBalancerDeleted(ctx, clusterName, svc); err != nil {
+				return fmt.Errorf("module %s, which made the load balancer of this Service: %w", m.Name, err)
+			}
+			klog.InfoS("deleted the load balancer of a Service whose class was cleared while no CCM ran", "module", m.Name,
+				"service", klog.KObj(svc), "serviceUID", svc.UID)
+		}
+	}
+	return l.LoadBalancer.EnsureLoadBalancerDeleted(ctx, clusterName, svc)
+}
+
+// holders are the modules other than self that list a load balancer made
+// for svc in clusterName. A module whose listing fails or does not exist
+// is not one: its orphan sweep, which sees the Service no longer wants
+// its load balancer, deletes it.
+func (c *Cloud) holders(ctx context.Context, clusterName string, svc *v1.Service, self string) []Served {
+	var out []Served
+	for _, m := range c.modules {
+		if m.Name == self || !m.ServesLoadBalancers {
+			continue
+		}
+		listed, _, err := m.Cloud.ListOwnedLoadBalancers(ctx, clusterName)
+		if err != nil {
+			klog.InfoS("a Service whose class was cleared may hold a load balancer of this module, which did not list its load balancers; its orphan sweep deletes it",
+				"module", m.Name, "service", klog.KObj(svc), "err", err)
+			continue
+		}
+		for _, lb := range listed {
+			if lb.ServiceUID == string(svc.UID) && (lb.ClusterName == "" || lb.ClusterName == clusterName) {
+				out = append(out, m)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // errNotRouted is the answer about a Node no module serves: an error, so

@@ -3,6 +3,7 @@ package multimodule
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 
@@ -114,31 +115,75 @@ func (r *Routing) OwnsProviderID(module, providerID string) bool {
 // when none here does: its class is served by no module, or it has none
 // and no module is the default. A Service that no longer has a class
 // because it stopped being of type LoadBalancer stays with the module of
-// the class it had, as long as the process saw it.
+// the class it had, as long as the process saw it (ClassLost otherwise).
 func (r *Routing) ServiceModule(svc *v1.Service) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.serviceModule(svc, true)
+}
+
+// serviceModule is ServiceModule, remembering svc's class when remember
+// is set.
+func (r *Routing) serviceModule(svc *v1.Service, remember bool) string {
 	done := len(svc.Finalizers) == 0 && (svc.DeletionTimestamp != nil || svc.Spec.Type != v1.ServiceTypeLoadBalancer)
 	if class := svc.Spec.LoadBalancerClass; class != nil {
 		module := r.classes[*class]
 		// Only a class served here is remembered, and only until the
 		// Service is done with its load balancer: the memory stays as
 		// small as the Services this process serves by class.
-		if module != "" && !done {
+		switch {
+		case !remember:
+		case module != "" && !done:
 			r.classOf[svc.UID] = *class
-		} else {
+		default:
 			delete(r.classOf, svc.UID)
 		}
 		return module
 	}
 	if class, ok := r.classOf[svc.UID]; ok {
-		if done {
+		if remember && done {
 			delete(r.classOf, svc.UID) // its load balancer is gone
 		}
 		return r.classes[class]
 	}
 	return r.lbDefault
 }
+
+// ClassLost reports whether svc may have had a class that no one
+// remembers: it is no longer of type LoadBalancer, so the API server
+// cleared its class, and this process did not see it with one (it
+// changed while no CCM ran). Its load balancer may be any module's.
+func (r *Routing) ClassLost(svc *v1.Service) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, known := r.classOf[svc.UID]
+	return svc.Spec.LoadBalancerClass == nil && svc.Spec.Type != v1.ServiceTypeLoadBalancer && !known
+}
+
+// Keeps returns whether a Service keeps a load balancer module listed
+// for it from module's orphan sweep: while it wants a load balancer from
+// any module here, and while it holds the cleanup finalizer for module's
+// service controller. A load balancer made for a Service that wants one
+// from another module is kept too: modules sharing a cloud account list
+// each other's, and nothing in a listing says which module made it. A
+// Service done with load balancers (not of type LoadBalancer, its class
+// lost or another module's to clean up), or of a class no module here
+// serves, keeps none.
+func (r *Routing) Keeps(module string) func(*v1.Service) bool {
+	return func(svc *v1.Service) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		served := r.serviceModule(svc, false)
+		if svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.DeletionTimestamp == nil {
+			return served != ""
+		}
+		return served == module && slices.Contains(svc.Finalizers, loadBalancerCleanupFinalizer)
+	}
+}
+
+// loadBalancerCleanupFinalizer is the upstream service controller's
+// (k8s.io/cloud-provider/service/helpers.LoadBalancerCleanupFinalizer).
+const loadBalancerCleanupFinalizer = "service.kubernetes.io/load-balancer-cleanup"
 
 // TargetsAll reports whether module's load balancers get every Node
 // rather than its own (LoadBalancerRule.Targets).

@@ -20,6 +20,13 @@
 //     Service and not a cache still filling;
 //   - no Service in the cluster has its UID, whatever the Service's type
 //     or state (one being deleted is the service controller's to clean);
+//     or, for a module of several (Scope.Keeps), the Service with its UID
+//     no longer wants a load balancer from this module: it is not of type
+//     LoadBalancer, or of a class another module serves, and does not
+//     hold the cleanup finalizer for this module's service controller.
+//     The module's listing says which Service a load balancer was made
+//     for, so this holds after a restart too, when no process remembers
+//     the class the API server cleared;
 //   - no Service in the cluster resolves to it: the module's
 //     GetLoadBalancerName for every Service that has or may get a load
 //     balancer differs from its name. A Service deleted and recreated
@@ -73,6 +80,17 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
+// Scope is what the sweep of one module of several (runtime/multimodule)
+// knows of the others; the zero Scope is a CCM of one module.
+type Scope struct {
+	// Module names the module in the sweep's Events.
+	Module string
+	// Keeps reports whether svc still wants this module's load balancer,
+	// or holds the cleanup finalizer for this module's service controller.
+	// nil: any Service keeps the load balancer made for it.
+	Keeps func(svc *v1.Service) bool
+}
+
 // ErrUnsupported is what Cloud.ListOwnedLoadBalancers answers when the
 // module in service does not export the listing.
 var ErrUnsupported = errors.New("the module in service does not list its load balancers (ABI revision 3 export " + abi.ExportListLoadBalancers + ")")
@@ -97,6 +115,7 @@ type Cloud interface {
 type Sweeper struct {
 	cfg         cloudconfig.OrphanSweep
 	cloud       Cloud
+	scope       Scope
 	clusterName string
 	services    corelisters.ServiceLister
 	synced      func() bool
@@ -123,9 +142,9 @@ type Sweeper struct {
 
 // New returns the sweep of clusterName's load balancers. recorder and pod
 // may be nil.
-func New(cfg cloudconfig.OrphanSweep, cloud Cloud, clusterName string, services corelisters.ServiceLister, synced func() bool,
+func New(cfg cloudconfig.OrphanSweep, cloud Cloud, scope Scope, clusterName string, services corelisters.ServiceLister, synced func() bool,
 	recorder record.EventRecorder, pod *v1.ObjectReference) *Sweeper {
-	return &Sweeper{cfg: cfg.WithDefaults(), cloud: cloud, clusterName: clusterName, services: services, synced: synced,
+	return &Sweeper{cfg: cfg.WithDefaults(), cloud: cloud, scope: scope, clusterName: clusterName, services: services, synced: synced,
 		recorder: recorder, pod: pod, now: time.Now,
 		pending: map[string]bool{}, deleted: map[string]bool{}, stuck: map[string]bool{}}
 }
@@ -217,13 +236,14 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		klog.ErrorS(err, "orphan sweep: listing Services from the informer")
 		return resultNotSynced
 	}
-	uids := make(map[types.UID]bool, len(services))
+	byUID := make(map[types.UID]*v1.Service, len(services))
 	for _, svc := range services {
-		uids[svc.UID] = true
+		byUID[svc.UID] = svc
 	}
 
-	// Orphans by the UID rule.
+	// Orphans by the UID rule, or no longer wanted.
 	var orphans []*abi.OwnedLoadBalancer
+	why := map[string]string{}
 	seen := map[string]bool{}
 	for i := range listed {
 		lb := &listed[i]
@@ -236,10 +256,15 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 			ignored.WithLabelValues(s.cloud.Name(), "other_cluster").Inc()
 			klog.InfoS("orphan sweep: the module listed another cluster's load balancer; ignored", "name", lb.Name, "id", lb.ID, "itsCluster", lb.ClusterName, "cluster", s.clusterName)
 			continue
-		case uids[types.UID(lb.ServiceUID)]:
-			continue
 		}
 		k := key(lb)
+		if svc := byUID[types.UID(lb.ServiceUID)]; svc == nil {
+			why[k] = "made for Service UID " + lb.ServiceUID + ", which no longer exists"
+		} else if s.scope.Keeps == nil || s.scope.Keeps(svc) {
+			continue
+		} else {
+			why[k] = fmt.Sprintf("made for Service %s/%s (UID %s), which no longer wants a load balancer from this module", svc.Namespace, svc.Name, lb.ServiceUID)
+		}
 		seen[k] = true
 		if s.stuck[k] {
 			continue
@@ -249,7 +274,7 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 			// not find it. Trying again would delete nothing either.
 			s.stuck[k] = true
 			deletions.WithLabelValues(s.cloud.Name(), "not_removed").Inc()
-			s.event(lb, events.OrphanLoadBalancerNotRemoved, fmt.Sprintf("load balancer %s, made for Service UID %s, is still listed after the module's EnsureLoadBalancerDeleted succeeded; the sweep will not try it again until the CCM restarts", describe(lb), lb.ServiceUID))
+			s.event(lb, events.OrphanLoadBalancerNotRemoved, fmt.Sprintf("load balancer %s, %s, is still listed after the module's EnsureLoadBalancerDeleted succeeded; the sweep will not try it again until the CCM restarts", describe(lb), why[k]))
 			continue
 		}
 		orphans = append(orphans, lb)
@@ -281,22 +306,25 @@ func (s *Sweeper) sweep(ctx context.Context) string {
 		}
 		if !s.pending[k] {
 			s.pending[k] = true
-			klog.InfoS("orphan sweep: load balancer without a Service; deleted at the next sweep if still orphaned", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName)
-			s.event(lb, events.OrphanLoadBalancerFound, fmt.Sprintf("load balancer %s was made for Service UID %s, which no longer exists; it is deleted at the next sweep unless a Service claims it", describe(lb), lb.ServiceUID))
+			klog.InfoS("orphan sweep: load balancer no Service wants; deleted at the next sweep if still orphaned", "module", s.cloud.Name(), "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName, "why", why[k])
+			s.event(lb, events.OrphanLoadBalancerFound, fmt.Sprintf("load balancer %s was %s; it is deleted at the next sweep unless a Service claims it", describe(lb), why[k]))
 			continue
 		}
-		s.remove(ctx, lb)
+		s.remove(ctx, lb, why[k])
 	}
 	return resultOK
 }
 
 // namesInUse maps the load balancer name of every Service that has or may
-// get one (type LoadBalancer, or still holding the cleanup finalizer) to
-// the Service.
+// get one of this module (type LoadBalancer, or still holding the cleanup
+// finalizer; of this module's, by Scope.Keeps) to the Service.
 func (s *Sweeper) namesInUse(ctx context.Context, services []*v1.Service) (map[string]string, error) {
 	names := map[string]string{}
 	for _, svc := range services {
 		if svc.Spec.Type != v1.ServiceTypeLoadBalancer && !hasFinalizer(svc, loadBalancerCleanupFinalizer) {
+			continue
+		}
+		if s.scope.Keeps != nil && !s.scope.Keeps(svc) {
 			continue
 		}
 		name, err := s.cloud.LoadBalancerNameOf(ctx, s.clusterName, svc)
@@ -322,7 +350,7 @@ func hasFinalizer(svc *v1.Service, name string) bool {
 }
 
 // remove deletes a confirmed orphan, within the budget.
-func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
+func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer, why string) {
 	k := key(lb)
 	if s.cfg.DryRun {
 		deletions.WithLabelValues(s.cloud.Name(), "dry_run").Inc()
@@ -359,8 +387,8 @@ func (s *Sweeper) remove(ctx context.Context, lb *abi.OwnedLoadBalancer) {
 	delete(s.pending, k)
 	s.deleted[k] = true
 	deletions.WithLabelValues(s.cloud.Name(), "deleted").Inc()
-	klog.InfoS("orphan sweep: deleted load balancer whose Service no longer exists", "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName)
-	s.event(lb, events.OrphanLoadBalancerDeleted, fmt.Sprintf("deleted load balancer %s: it was made for Service UID %s, which no longer exists, and two consecutive sweeps found it orphaned", describe(lb), lb.ServiceUID))
+	klog.InfoS("orphan sweep: deleted load balancer no Service wants", "module", s.cloud.Name(), "name", lb.Name, "id", lb.ID, "serviceUID", lb.ServiceUID, "service", lb.ServiceNamespace+"/"+lb.ServiceName, "why", why)
+	s.event(lb, events.OrphanLoadBalancerDeleted, fmt.Sprintf("deleted load balancer %s: it was %s, and two consecutive sweeps found it orphaned", describe(lb), why))
 }
 
 // reset forgets the pending orphans; module is the module now answering.
@@ -390,6 +418,9 @@ func (s *Sweeper) event(lb *abi.OwnedLoadBalancer, reason events.Reason, msg str
 	ref := s.pod
 	if lb.ServiceNamespace != "" && lb.ServiceName != "" {
 		ref = &v1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: lb.ServiceNamespace, Name: lb.ServiceName, UID: types.UID(lb.ServiceUID)}
+	}
+	if s.scope.Module != "" {
+		msg = "module " + s.scope.Module + ": " + msg
 	}
 	if ref != nil {
 		events.Record(s.recorder, ref, reason, msg)

@@ -97,7 +97,7 @@ func newFixture(t *testing.T, cfg cloudconfig.OrphanSweep) *fixture {
 	t.Helper()
 	f := &fixture{cloud: &fakeCloud{module: "m1"}, services: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		synced: true, events: record.NewFakeRecorder(100), now: time.Unix(1_800_000_000, 0)}
-	f.s = New(cfg, f.cloud, cluster, corelisters.NewServiceLister(f.services), func() bool { return f.synced }, f.events, nil)
+	f.s = New(cfg, f.cloud, Scope{}, cluster, corelisters.NewServiceLister(f.services), func() bool { return f.synced }, f.events, nil)
 	f.s.now = func() time.Time { return f.now }
 	return f
 }
