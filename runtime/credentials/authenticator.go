@@ -34,9 +34,6 @@ type Authenticator struct {
 
 	onFailure func(credential string, err error)
 	reported  *reportgate.Gate
-
-	// sent is what the credentials sent, looked for in every response.
-	sent *sentSecrets
 }
 
 // boundCredential is an AuthConfig ready to apply.
@@ -58,7 +55,7 @@ func New(module string, cfg Config, allowed origin.Set, store *Store) (*Authenti
 		return nil, fmt.Errorf("credentials: %w", errors.Join(errs...))
 	}
 	a := &Authenticator{module: module, store: store, creds: map[string]*boundCredential{}, params: schemeParams(),
-		signer: v4.NewSigner(), now: time.Now, onFailure: cfg.OnAuthFailure, reported: reportgate.New(authFailureInterval), sent: newSentSecrets(module)}
+		signer: v4.NewSigner(), now: time.Now, onFailure: cfg.OnAuthFailure, reported: reportgate.New(authFailureInterval)}
 	for _, c := range cfg.Auth {
 		origins, _ := origin.ParseSet(c.Origins)
 		_, s, _ := c.scheme()
@@ -125,14 +122,6 @@ func (a *Authenticator) refused(credential, authorization string) {
 	}
 }
 
-// Redact overwrites in resp the secrets the module's credentials sent,
-// which a server may have echoed; a module without credentials sends none.
-func (a *Authenticator) Redact(resp *abi.HTTPResponse) {
-	if a != nil && len(a.creds) > 0 {
-		a.sent.redact(resp)
-	}
-}
-
 // AuthError is a credential that could not be applied: a missing or
 // malformed secret, or a failed token exchange. It never carries the
 // secret.
@@ -175,7 +164,7 @@ func (a *Authenticator) apply(req *http.Request) (*http.Request, error) {
 		return out, nil
 	}
 	if err := g.cred.scheme.apply(out, &applying{auth: a, cred: g.cred, params: g.params}); err != nil {
-		err = &AuthError{Credential: g.cred.Name, Err: a.sent.redactError(err)}
+		err = &AuthError{Credential: g.cred.Name, Err: known.redactError(err)}
 		if req.Context().Err() == nil {
 			// Not when the request ran out of time: a call that ended
 			// while a token exchange was still under way says nothing

@@ -10,9 +10,10 @@ type BasicAuth struct {
 	PasswordKey string `json:"passwordKey"`
 }
 
-func (b *BasicAuth) keys() []string    { return []string{b.UsernameKey, b.PasswordKey} }
-func (b *BasicAuth) validate() []error { return nil }
-func (b *BasicAuth) header() string    { return "Authorization" }
+func (b *BasicAuth) keys() []string       { return []string{b.UsernameKey, b.PasswordKey} }
+func (b *BasicAuth) secretKeys() []string { return []string{b.PasswordKey} }
+func (b *BasicAuth) validate() []error    { return nil }
+func (b *BasicAuth) header() string       { return "Authorization" }
 
 // apply records the password alone, with the user name, and encoded as
 // sent: a password too short to be looked for alone is still found in
@@ -27,6 +28,6 @@ func (b *BasicAuth) apply(req *http.Request, a *applying) error {
 		return err
 	}
 	req.SetBasicAuth(user, password)
-	a.sent(sentPart, password, user+":"+password, req.Header.Get("Authorization"))
+	a.sent(password, user+":"+password, req.Header.Get("Authorization"))
 	return nil
 }

@@ -8,9 +8,10 @@ type BearerAuth struct {
 	Key string `json:"key"`
 }
 
-func (b *BearerAuth) keys() []string    { return []string{b.Key} }
-func (b *BearerAuth) validate() []error { return nil }
-func (b *BearerAuth) header() string    { return "Authorization" }
+func (b *BearerAuth) keys() []string       { return []string{b.Key} }
+func (b *BearerAuth) secretKeys() []string { return b.keys() }
+func (b *BearerAuth) validate() []error    { return nil }
+func (b *BearerAuth) header() string       { return "Authorization" }
 
 func (b *BearerAuth) apply(req *http.Request, a *applying) error {
 	token, err := a.secret(b.Key)

@@ -12,9 +12,10 @@
 // credential (token.go).
 //
 // An Authenticator checks what a request asks before it is sent
-// (Authorize), applies the credential at every redirect hop of its
-// transport (Transport), and overwrites in every response the secrets
-// its credentials sent, which a server may have echoed (Redact).
+// (Authorize) and applies the credential at every redirect hop of its
+// transport (Transport). Redact overwrites in every response the secrets
+// the process may send, whichever module's they are, which a server may
+// have echoed or kept (redact.go).
 // NewTransport does the same for a provider run natively, outside the
 // host.
 package credentials

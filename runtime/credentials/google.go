@@ -21,8 +21,9 @@ type GoogleServiceAccountAuth struct {
 	TokenURL string `json:"tokenURL,omitempty"`
 }
 
-func (g *GoogleServiceAccountAuth) keys() []string { return []string{g.Key} }
-func (g *GoogleServiceAccountAuth) header() string { return "Authorization" }
+func (g *GoogleServiceAccountAuth) keys() []string       { return []string{g.Key} }
+func (g *GoogleServiceAccountAuth) secretKeys() []string { return g.keys() }
+func (g *GoogleServiceAccountAuth) header() string       { return "Authorization" }
 
 func (g *GoogleServiceAccountAuth) validate() []error {
 	var errs []error

@@ -19,8 +19,9 @@ type HeaderAuth struct {
 	Key string `json:"key"`
 }
 
-func (h *HeaderAuth) keys() []string { return []string{h.Key} }
-func (h *HeaderAuth) header() string { return h.Name }
+func (h *HeaderAuth) keys() []string       { return []string{h.Key} }
+func (h *HeaderAuth) secretKeys() []string { return h.keys() }
+func (h *HeaderAuth) header() string       { return h.Name }
 
 // validate refuses a header the host reads itself (reserved, Host) or
 // that is no header name at all.
@@ -37,7 +38,7 @@ func (h *HeaderAuth) apply(req *http.Request, a *applying) error {
 	if err != nil {
 		return err
 	}
-	a.sent(sentPart, value)
+	a.sent(value)
 	req.Header.Set(h.Name, value)
 	return nil
 }

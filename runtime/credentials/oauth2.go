@@ -28,7 +28,8 @@ type OAuth2ClientCredentialsAuth struct {
 func (o *OAuth2ClientCredentialsAuth) keys() []string {
 	return []string{o.ClientIDKey, o.ClientSecretKey}
 }
-func (o *OAuth2ClientCredentialsAuth) header() string { return "Authorization" }
+func (o *OAuth2ClientCredentialsAuth) secretKeys() []string { return []string{o.ClientSecretKey} }
+func (o *OAuth2ClientCredentialsAuth) header() string       { return "Authorization" }
 
 func (o *OAuth2ClientCredentialsAuth) validate() []error {
 	if err := validTokenURL(o.TokenURL, true); err != nil {
@@ -48,7 +49,7 @@ func (o *OAuth2ClientCredentialsAuth) apply(req *http.Request, a *applying) erro
 	}
 	// Sent to the token endpoint only, yet looked for in what reaches the
 	// module: in an error that quotes a redirect, for one.
-	a.sent("client secret", secret)
+	a.sent(secret)
 	conf := a.cred.tokens.clientConfig(o, id, secret)
 	token, err := a.token(req.Context(), [][]byte{[]byte(id), []byte(secret)}, func(ctx context.Context) (*oauth2.Token, error) {
 		tok, err := conf.Token(ctx)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -18,13 +19,14 @@ import (
 )
 
 // A server that echoes its request (TRACE, a debugging endpoint, an error
-// page quoting the headers) would hand the module the credentials the
-// host added to it. So every response is searched for what the host sent
-// on the module's behalf, raw and in the encodings a server might apply,
-// and each occurrence is overwritten in place. Redacting rather than
-// refusing keeps working the providers whose clouds quote a request's
-// headers in their error pages; overwriting with as many bytes keeps
-// Content-Length and offsets true.
+// page quoting the headers), or keeps it and returns it later (an audit
+// log), would hand a module the credentials the host added to it, or to
+// another module's request. So every response is searched for every
+// secret the process may send (known), raw and in the encodings a server
+// might apply, and each occurrence is overwritten in place. Redacting
+// rather than refusing keeps working the providers whose clouds quote a
+// request's headers in their error pages; overwriting with as many bytes
+// keeps Content-Length and offsets true.
 
 // minReflectedLen is the shortest value searched for. A shorter one
 // would match ordinary text (a password "pw" in every "pwd"), and
@@ -82,52 +84,128 @@ func newNeedleIndex(needles []needle) *needleIndex {
 	return ix
 }
 
-// secretSlot is one place a credential puts secrets: what it sends with
-// each request, or the client secret it sends to its token endpoint.
-type secretSlot struct{ credential, part string }
+// known holds every secret of the process that the host may send: the
+// values of the credentials' secret keys, read as soon as a store is made
+// and again at each rotation, the tokens obtained, and every value sent.
+// It is one for the process, shared by every module and module
+// generation: an origin that keeps what it received (an audit log, a
+// "last request" API) may hand one module's secret to another, or to
+// the next generation, or return a value rotated out long ago.
+var known = newKnownSecrets()
 
-// sentSecrets records the secrets a module's credentials sent, one entry
-// per slot, keeping the values before the current ones too: a request
-// sent before a token refresh may come back after it.
-type sentSecrets struct {
-	module string
-	mu     sync.Mutex
-	slots  map[secretSlot]*sentSlot
-	set    atomic.Pointer[needleSet]
+const (
+	// maxKnownBytes bounds the text searched for. Past it the oldest
+	// values are forgotten, and the log says so: every rotation of a
+	// Secret and every live token fit many times over.
+	maxKnownBytes = 32 << 20
+	// expiredTokenGrace is how long a token is still looked for after its
+	// expiry, for a server whose clock runs late.
+	expiredTokenGrace = time.Hour
+)
+
+// knownSecrets is the set of secrets searched for in every response.
+type knownSecrets struct {
+	mu       sync.Mutex
+	values   map[string]*knownValue
+	short    map[string]bool
+	seq      uint64
+	size     int
+	maxBytes int
+	now      func() time.Time
+	set      atomic.Pointer[needleSet]
 }
 
-type sentSlot struct {
-	values            []string
-	needles, previous []needle
+// knownValue is one secret and the forms it is searched in.
+type knownValue struct {
+	needles []needle
+	size    int
+	// expires is when a token stops being valid; zero for a value from
+	// the Secret store, kept while the process lives.
+	expires time.Time
+	seq     uint64
 }
 
-func newSentSecrets(module string) *sentSecrets {
-	return &sentSecrets{module: module, slots: map[secretSlot]*sentSlot{}}
+func newKnownSecrets() *knownSecrets {
+	return &knownSecrets{values: map[string]*knownValue{}, short: map[string]bool{}, maxBytes: maxKnownBytes, now: time.Now}
 }
 
-// record notes that slot sent values, before the request leaves. The
-// needles are built only when the values change: a token refresh or a
-// rotated Secret, not every request.
-func (s *sentSecrets) record(slot secretSlot, values ...string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	last := s.slots[slot]
-	if last != nil && slices.Equal(last.values, values) {
-		return
+// add records values, sent together (a token and "Bearer <token>"), as
+// secrets until expires, or for the life of the process when it is zero.
+// A value already known keeps its first expiry, so that sending a token
+// does not make it permanent. The needles are built only for a new value:
+// a token refresh or a rotated Secret, not every request. It returns
+// true the first time it is given a group of which no value is long
+// enough to be looked for.
+func (k *knownSecrets) add(expires time.Time, values ...string) (tooShort bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !slices.ContainsFunc(values, func(v string) bool { return len(v) >= minReflectedLen }) {
+		group := strings.Join(values, "\x00")
+		tooShort = !k.short[group]
+		k.short[group] = true
+		return tooShort
 	}
-	next := &sentSlot{values: slices.Clone(values), needles: needlesOf(values)}
-	if last != nil {
-		next.previous = last.needles
+	added := false
+	for _, v := range values {
+		if len(v) < minReflectedLen || k.values[v] != nil || slices.ContainsFunc(values, func(w string) bool {
+			// Found by searching for w within it.
+			return w != v && len(w) >= minReflectedLen && strings.Contains(v, w)
+		}) {
+			continue
+		}
+		kv := &knownValue{needles: encodings(v), expires: expires, seq: k.seq}
+		for _, n := range kv.needles {
+			kv.size += len(n.text)
+		}
+		k.seq++
+		k.values[v] = kv
+		k.size += kv.size
+		added = true
 	}
-	if len(next.needles) == 0 {
-		klog.InfoS("a credential's secret is too short for the host to recognise in responses, where a module may read it back",
-			"module", s.module, "credential", slot.credential, "part", slot.part, "minimumBytes", minReflectedLen)
+	if added {
+		k.prune()
+		k.rebuild()
 	}
-	s.slots[slot] = next
+	return false
+}
+
+// prune forgets the tokens long expired, then the oldest values while
+// the set is larger than its bound.
+func (k *knownSecrets) prune() {
+	now := k.now()
+	for v, kv := range k.values {
+		if !kv.expires.IsZero() && now.After(kv.expires.Add(expiredTokenGrace)) {
+			k.forget(v)
+		}
+	}
+	dropped := 0
+	for k.size > k.maxBytes && len(k.values) > 1 {
+		oldest := ""
+		for v, kv := range k.values {
+			if oldest == "" || kv.seq < k.values[oldest].seq {
+				oldest = v
+			}
+		}
+		k.forget(oldest)
+		dropped++
+	}
+	if dropped > 0 {
+		klog.InfoS("the host forgot its oldest secrets, over the bound of what it searches every response for: an origin that stored them may return them to a module",
+			"forgotten", dropped, "boundBytes", k.maxBytes)
+	}
+}
+
+func (k *knownSecrets) forget(v string) {
+	k.size -= k.values[v].size
+	delete(k.values, v)
+}
+
+// rebuild makes the index of every needle, searched from then on.
+func (k *knownSecrets) rebuild() {
 	var needles, folded []needle
 	seen := map[string]bool{}
-	for _, sl := range s.slots {
-		for _, n := range slices.Concat(sl.needles, sl.previous) {
+	for _, kv := range k.values {
+		for _, n := range kv.needles {
 			if !seen[string(n.text)] {
 				seen[string(n.text)] = true
 				needles = append(needles, n)
@@ -135,33 +213,12 @@ func (s *sentSecrets) record(slot secretSlot, values ...string) {
 			}
 		}
 	}
-	s.set.Store(&needleSet{plain: newNeedleIndex(needles), folded: newNeedleIndex(folded)})
+	k.set.Store(&needleSet{plain: newNeedleIndex(needles), folded: newNeedleIndex(folded)})
 }
 
-// needlesOf returns the forms of each value long enough to search for and
-// not already found by searching for another value within it.
-func needlesOf(values []string) []needle {
-	var out []needle
-	seen := map[string]bool{}
-	for _, v := range values {
-		if len(v) < minReflectedLen || slices.ContainsFunc(values, func(w string) bool {
-			return w != v && len(w) >= minReflectedLen && strings.Contains(v, w)
-		}) {
-			continue
-		}
-		for _, n := range encodings(v) {
-			if !seen[string(n.text)] {
-				seen[string(n.text)] = true
-				out = append(out, n)
-			}
-		}
-	}
-	return out
-}
-
-// encodings are the forms in which a server may return v: raw, hex,
-// percent-encoded, and base64 (standard and URL-safe, with and without
-// padding, and inside a longer encoded text at each of the three
+// encodings are the forms in which a server may return v, once each: raw,
+// hex, percent-encoded, and base64 (standard and URL-safe, with and
+// without padding, and inside a longer encoded text at each of the three
 // alignments).
 func encodings(v string) []needle {
 	b := []byte(v)
@@ -192,7 +249,12 @@ func encodings(v string) []needle {
 			out = append(out, n)
 		}
 	}
-	return out
+	seen := map[string]bool{}
+	return slices.DeleteFunc(out, func(n needle) bool {
+		dup := seen[string(n.text)]
+		seen[string(n.text)] = true
+		return dup
+	})
 }
 
 func asciiLower(b []byte) []byte {
@@ -247,13 +309,16 @@ func (s *needleSet) redactHeaderName(name string) string {
 	return string(b)
 }
 
-// redact overwrites in resp every secret the module's credentials sent:
-// in the body, the header names and values, and the error, which may
-// quote a URL or a status line the server chose. A compressed body, which
-// the search cannot read, is refused: the HTTP client negotiates gzip and
-// decompresses by itself, so one comes back only when the module asked for
-// it with Accept-Encoding.
-func (s *sentSecrets) redact(resp *abi.HTTPResponse) {
+// Redact overwrites in resp every secret the process knows, whichever
+// module or generation sent it or will: in the body, the header names and
+// values, and the error, which may quote a URL or a status line the server
+// chose. A compressed body, which the search cannot read, is refused, for
+// every module: the HTTP client negotiates gzip and decompresses by
+// itself, so one comes back only when the module asked for it with
+// Accept-Encoding.
+func Redact(resp *abi.HTTPResponse) { known.redact(resp) }
+
+func (k *knownSecrets) redact(resp *abi.HTTPResponse) {
 	for _, h := range resp.Headers {
 		if strings.EqualFold(h.Name, "Content-Encoding") && !strings.EqualFold(h.Value, "identity") {
 			*resp = abi.HTTPResponse{Error: denied("the response is compressed (Content-Encoding), which hides it from the host's " +
@@ -261,7 +326,7 @@ func (s *sentSecrets) redact(resp *abi.HTTPResponse) {
 			return
 		}
 	}
-	set := s.set.Load()
+	set := k.set.Load()
 	if set == nil {
 		return
 	}
@@ -274,9 +339,9 @@ func (s *sentSecrets) redact(resp *abi.HTTPResponse) {
 }
 
 // redactError returns err, or an error with the same message less the
-// secrets sent, when it holds one.
-func (s *sentSecrets) redactError(err error) error {
-	set := s.set.Load()
+// secrets known, when it holds one.
+func (k *knownSecrets) redactError(err error) error {
+	set := k.set.Load()
 	if set == nil {
 		return err
 	}

@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"time"
 
 	"golang.org/x/oauth2"
+	"k8s.io/klog/v2"
 )
 
 // scheme is one way of applying a credential to a request: the type of
@@ -19,6 +21,10 @@ import (
 type scheme interface {
 	// keys lists the Secret keys the scheme reads.
 	keys() []string
+	// secretKeys lists those of its keys that hold secrets, not
+	// identifiers (a user name, a client or access key ID), which an
+	// answer may quote for good reasons.
+	secretKeys() []string
 	// validate names what is wrong with the scheme's settings, its keys
 	// aside (Validate checks those).
 	validate() []error
@@ -27,8 +33,9 @@ type scheme interface {
 	header() string
 	// apply authenticates req, reading the secrets through a at every
 	// request, so that a rotated Secret takes effect at once, and
-	// recording with a.sent what it sends, before sending it, so that
-	// the host looks for it in every response.
+	// recording with a.sent what it sends, before sending it: the Secret
+	// keys are known from the store, but what is made of them ("Bearer
+	// <token>", "<user>:<password>") only from what is sent.
 	apply(req *http.Request, a *applying) error
 }
 
@@ -118,23 +125,26 @@ type applying struct {
 	params map[string]string
 }
 
-// sentPart is the part of a credential's record of what it sent that
-// holds what it sends with each request.
-const sentPart = "request"
-
-// sent records values as sent by the credential in part: sentPart, or
-// another part for what goes elsewhere (a client secret sent to a token
-// endpoint), which may still come back in an error that quotes it.
-func (a *applying) sent(part string, values ...string) {
-	a.auth.sent.record(secretSlot{a.cred.Name, part}, values...)
+// sent records values as sent together by the credential, to the
+// request's origin or elsewhere (a client secret sent to a token
+// endpoint, which may still come back in an error that quotes it), for
+// the host to look for in every response from then on.
+func (a *applying) sent(values ...string) {
+	if known.add(time.Time{}, values...) {
+		klog.InfoS("a credential's secret is too short for the host to recognise in responses, where a module may read it back",
+			"module", a.auth.module, "credential", a.cred.Name, "minimumBytes", minReflectedLen)
+	}
 }
 
-// setBearer sends token as a bearer token. "Bearer <token>" is recorded
-// too, for a token too short to be looked for alone.
+// bearerValues are what a bearer token is sent as: "Bearer <token>" too,
+// for a token too short to be looked for alone.
+func bearerValues(token string) []string { return []string{token, "Bearer " + token} }
+
+// setBearer sends token as a bearer token.
 func (a *applying) setBearer(req *http.Request, token string) {
-	authorization := "Bearer " + token
-	a.sent(sentPart, token, authorization)
-	req.Header.Set("Authorization", authorization)
+	values := bearerValues(token)
+	a.sent(values...)
+	req.Header.Set("Authorization", values[1])
 }
 
 // secret reads a Secret key for the host's own use, trimmed of the

@@ -43,6 +43,14 @@ func (s *SigV4Auth) keys() []string {
 	return keys
 }
 
+// secretKeys holds the secret access key, never sent, yet a secret.
+func (s *SigV4Auth) secretKeys() []string {
+	if s.SessionTokenKey != "" {
+		return []string{s.SecretAccessKeyKey, s.SessionTokenKey}
+	}
+	return []string{s.SecretAccessKeyKey}
+}
+
 func (s *SigV4Auth) validate() []error { return nil }
 func (s *SigV4Auth) header() string    { return "Authorization" }
 func (s *SigV4Auth) params() []string {
@@ -77,7 +85,7 @@ func (s *SigV4Auth) apply(req *http.Request, a *applying) error {
 	// The secret access key never leaves the host, only signatures made
 	// with it; the session token is sent as it is.
 	if creds.SessionToken != "" {
-		a.sent(sentPart, creds.SessionToken)
+		a.sent(creds.SessionToken)
 	}
 	hash, err := payloadHash(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package credentials
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -34,6 +36,10 @@ const (
 type Store struct {
 	dir      string
 	readable map[string]bool
+	// secret are the keys that hold the credentials' secrets: each value
+	// read is known to the search of every response (known) from the
+	// store's making and at each rotation.
+	secret map[string]bool
 
 	mu    sync.Mutex
 	cache map[string]cachedCredential
@@ -50,7 +56,7 @@ type cachedCredential struct {
 
 // NewStore returns the store of cfg's secrets.
 func NewStore(cfg Config) (*Store, error) {
-	s := &Store{dir: cfg.Dir, readable: map[string]bool{},
+	s := &Store{dir: cfg.Dir, readable: map[string]bool{}, secret: map[string]bool{},
 		cache: map[string]cachedCredential{}, readRaw: map[string]bool{}}
 	for _, name := range cfg.Readable {
 		if err := ValidName(name); err != nil {
@@ -60,6 +66,21 @@ func NewStore(cfg Config) (*Store, error) {
 	}
 	if (len(s.readable) > 0 || len(cfg.Auth) > 0) && s.dir == "" {
 		return nil, errors.New("credentials are configured but no credentials directory is set")
+	}
+	for i := range cfg.Auth {
+		if _, sc, _ := cfg.Auth[i].scheme(); sc != nil {
+			for _, key := range sc.secretKeys() {
+				if ValidName(key) == nil {
+					s.secret[key] = true
+				}
+			}
+		}
+	}
+	// Read now, before any module runs: another process, or a module
+	// generation before this one, may have sent them already. A key
+	// missing or unreadable now fails the request that needs it.
+	for key := range s.secret {
+		s.read(key)
 	}
 	return s, nil
 }
@@ -119,6 +140,10 @@ func (s *Store) read(name string) ([]byte, error) {
 		return nil, err
 	}
 	s.cache[name] = cachedCredential{file: st, value: value}
+	if s.secret[name] {
+		// As the schemes send it (applying.secret).
+		known.add(time.Time{}, string(bytes.TrimSpace(value)))
+	}
 	return value, nil
 }
 

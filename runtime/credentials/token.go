@@ -120,6 +120,11 @@ func (c *tokenCache) get(ctx context.Context, secrets [sha256.Size]byte, fetch f
 // secrets it was started with, then wakes the callers waiting for it.
 func (c *tokenCache) exchange(started time.Time, secrets [sha256.Size]byte, fetch func(context.Context) (*oauth2.Token, error)) {
 	tok, err := c.fetch(fetch)
+	if err == nil {
+		// Known before any module sends it, for every module: an origin
+		// may return it to one that has not.
+		known.add(tok.Expiry, bearerValues(tok.AccessToken)...)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if secrets == c.secrets {

@@ -172,9 +172,9 @@ func (h *Client) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow boo
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	// Every answer, error included, may quote the request as the host
-	// sent it; it is cleaned before the module, or a caller it is
-	// coalesced with, sees it.
-	defer func() { h.auth.Redact(resp) }()
+	// sent it, or one it sent for another module; it is cleaned before
+	// the module, or a caller it is coalesced with, sees it.
+	defer func() { credentials.Redact(resp) }()
 	hresp, err := h.client.Do(hreq.WithContext(ctx))
 	if err != nil {
 		if denied := deniedBy(err); denied != nil {

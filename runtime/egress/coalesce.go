@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,7 @@ import (
 // in between. Requests that are not reads are never joined, and a module
 // opts a read out with the request header "Cache-Control: no-cache" (or
 // no-store), which the cloud receives as well. A read is a GET or HEAD
-// without a body, or any request the module marks with
+// without a body, or a POST or QUERY the module marks with
 // abi.HeaderReadOnly, such as a query API's POST of a Describe action,
 // whose body is then part of what must be identical. A module that marks
 // a write so only ever shares its own answers, never another module's.
@@ -89,20 +90,31 @@ func (f *flights) do(ctx context.Context, key string, send func() sent) (s sent,
 // isRead reports the requests that change nothing in the cloud: those of
 // a read method, and those the module marks read-only.
 func isRead(req *abi.HTTPRequest) bool {
-	m := req.Method
-	return m == "" || m == http.MethodGet || m == http.MethodHead || markedReadOnly(req)
+	return readMethod(req.Method) || markedReadOnly(req)
+}
+
+func readMethod(m string) bool { return m == "" || m == http.MethodGet || m == http.MethodHead }
+
+// markable reports the methods the read-only mark is accepted on: POST,
+// which query APIs read with, and QUERY, a read with a body; on a read
+// method it says nothing new. Any other method (PUT, PATCH, DELETE,
+// OPTIONS...) is refused with the mark (newRequest): no API reads with
+// it, and a marked write would be sent once for several identical ones.
+func markable(method string) bool {
+	return readMethod(method) || method == http.MethodPost || method == "QUERY"
+}
+
+// hasReadOnlyMark reports a request that carries abi.HeaderReadOnly.
+func hasReadOnlyMark(req *abi.HTTPRequest) bool {
+	return slices.ContainsFunc(req.Headers, func(h abi.Header) bool { return strings.EqualFold(h.Name, abi.HeaderReadOnly) })
 }
 
 // markedReadOnly reports a request marked with abi.HeaderReadOnly, whatever
-// its value: a wrong value fails the request (newRequest), and a request
-// that fails is no write either.
+// its value, on a method the mark is accepted on: a wrong value fails the
+// request (newRequest), and a request that fails is no write either. A
+// marked request of another method is a write, never joined, and fails.
 func markedReadOnly(req *abi.HTTPRequest) bool {
-	for _, h := range req.Headers {
-		if strings.EqualFold(h.Name, abi.HeaderReadOnly) {
-			return true
-		}
-	}
-	return false
+	return markable(req.Method) && hasReadOnlyMark(req)
 }
 
 // coalesceKey identifies a read by everything the cloud sees of it except

@@ -272,3 +272,57 @@ func TestCoalescedReadOnlyPosts(t *testing.T) {
 		t.Errorf("a request with %s: yes was answered %+v; want it denied", abi.HeaderReadOnly, resp)
 	}
 }
+
+// TestReadOnlyMarkOnWritesRefused: the read-only mark on a method other
+// than POST or QUERY (or a read's) fails the request unsent, however many
+// identical ones there are, and such a request still orders the reads: a
+// read after it never joins one begun before it.
+func TestReadOnlyMarkOnWritesRefused(t *testing.T) {
+	var gets, others atomic.Int32
+	release := make(chan struct{})
+	var released sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet {
+			others.Add(1)
+			return
+		}
+		gets.Add(1)
+		<-release
+	}))
+	defer srv.Close()
+	defer released.Do(func() { close(release) })
+	h, err := New("t", Config{AllowedOrigins: []string{srv.URL}, Timeout: 5 * time.Second, MaxResponseBytes: 1 << 20, MaxRequestBytes: 1 << 20}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	get := &abi.HTTPRequest{Method: "GET", URL: srv.URL + "/servers"}
+	wg.Go(func() { answer(ctx, h, get) })
+	waitFor(t, func() bool { return gets.Load() == 1 })
+	marked := []abi.Header{{Name: abi.HeaderReadOnly, Value: abi.ReadOnlyValue}}
+	for _, method := range []string{"DELETE", "PUT", "PATCH", "OPTIONS", "post"} {
+		answers := make([]*abi.HTTPResponse, 2)
+		for i := range answers {
+			wg.Go(func() {
+				answers[i] = answer(ctx, h, &abi.HTTPRequest{Method: method, URL: srv.URL + "/servers/1", Body: []byte("{}"), Headers: marked})
+			})
+		}
+		waitFor(t, func() bool { return answers[0] != nil && answers[1] != nil })
+		for i, resp := range answers {
+			if want := "denied: header Wasmccm-Read-Only is for a POST or QUERY, not " + method; resp.Error != want {
+				t.Errorf("marked %s %d: %+v, want the error %q", method, i, resp, want)
+			}
+		}
+		if key, ok := coalesceKey(&abi.HTTPRequest{Method: method, URL: srv.URL, Headers: marked}); ok {
+			t.Errorf("a marked %s is coalescable (key %q)", method, key)
+		}
+	}
+	if n := others.Load(); n != 0 {
+		t.Errorf("%d marked writes reached the cloud", n)
+	}
+	wg.Go(func() { answer(ctx, h, get) })
+	waitFor(t, func() bool { return gets.Load() == 2 })
+	released.Do(func() { close(release) })
+	wg.Wait()
+}

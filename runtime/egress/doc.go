@@ -7,7 +7,8 @@
 // same module, holds the request for its origin's RateBudget, and sends it
 // through a dialer that refuses internal addresses unless the allowlist
 // names them by IP. The module's credentials are applied on the way out
-// and searched for in what comes back (credentials.Authenticator). The
+// (credentials.Authenticator), and every secret of the process is searched
+// for in what comes back (credentials.Redact). The
 // RateBudget, shared by every module of a process, follows the cloud's
 // quota headers and reports throttling (Throttle). The package also holds
 // the metrics of these requests.

@@ -16,7 +16,8 @@ import (
 // newRequest builds the request req asks for, to u (already checked
 // against the allowlist), and makes every check the host would otherwise
 // make only while sending it: the method (checkMethod), each header's
-// name and value, and what the reserved headers ask
+// name and value, the read-only mark's method (markable), and what the
+// reserved headers ask
 // (credentials.Authenticator.Authorize). A request
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
@@ -44,6 +45,9 @@ func (h *Client) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.UR
 			// Read by the coalescing (coalesceKey), never sent.
 			if hd.Value != abi.ReadOnlyValue {
 				return nil, &deniedError{fmt.Sprintf("header %s must be %q", abi.HeaderReadOnly, abi.ReadOnlyValue)}
+			}
+			if !markable(req.Method) {
+				return nil, &deniedError{fmt.Sprintf("header %s is for a POST or QUERY, not %s", abi.HeaderReadOnly, req.Method)}
 			}
 			continue
 		}

@@ -42,6 +42,8 @@ func TestRefusedRequestsCostNoToken(t *testing.T) {
 		{"credential not bound to the origin", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderCredential, Value: "elsewhere"}}}},
 		{"unknown reserved header", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderPrefix + "Bogus", Value: "1"}}}},
 		{"read-only mark with another value", abi.HTTPRequest{Method: "POST", Headers: named(abi.Header{Name: abi.HeaderReadOnly, Value: "yes"})}},
+		{"read-only mark on a DELETE", abi.HTTPRequest{Method: "DELETE", Headers: named(abi.Header{Name: abi.HeaderReadOnly, Value: abi.ReadOnlyValue})}},
+		{"read-only mark on a PUT", abi.HTTPRequest{Method: "PUT", Headers: named(abi.Header{Name: abi.HeaderReadOnly, Value: abi.ReadOnlyValue})}},
 		{"credential's header set by the module", abi.HTTPRequest{Headers: named(abi.Header{Name: "Authorization", Value: "Bearer mine"})}},
 		{"sigv4 header without a credential", abi.HTTPRequest{Headers: []abi.Header{{Name: abi.HeaderSigV4Region, Value: "eu-west-1"}}}},
 		{"invalid header name", abi.HTTPRequest{Headers: named(abi.Header{Name: "X Bad", Value: "1"})}},

@@ -98,7 +98,14 @@ func echoServer(t *testing.T) *httptest.Server {
 // with creds applied as the host applies them.
 func reflectClient(t *testing.T, creds credentials.Config, origins ...string) *egress.Client {
 	t.Helper()
-	cfg := Config{Name: "reflect-" + t.Name(), HTTP: egress.Config{AllowedOrigins: origins}, Credentials: creds}.withDefaults()
+	return moduleClient(t, "reflect-"+t.Name(), creds, origins...)
+}
+
+// moduleClient is reflectClient for the module named module, one of
+// several in a test.
+func moduleClient(t *testing.T, module string, creds credentials.Config, origins ...string) *egress.Client {
+	t.Helper()
+	cfg := Config{Name: module, HTTP: egress.Config{AllowedOrigins: origins}, Credentials: creds}.withDefaults()
 	store, err := credentials.NewStore(cfg.Credentials)
 	if err != nil {
 		t.Fatal(err)

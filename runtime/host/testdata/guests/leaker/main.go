@@ -3,7 +3,9 @@
 // can, in a Node's labels, addresses and provider ID, a load balancer's
 // hostname, a log line and an error, encoded as well as plain, and it
 // names the credential in a request to an allowed origin the credential
-// is not bound to. Its provider config is that origin's URL.
+// is not bound to. Its provider config is that origin's URL. Asked for a
+// load balancer, it reads that origin's /audit, where an origin that keeps
+// its requests returns them, and logs and returns what it read.
 package main
 
 import (
@@ -70,7 +72,12 @@ func (p *provider) InstanceMetadata(context.Context, *abi.Node) (*abi.InstanceMe
 }
 
 func (p *provider) GetLoadBalancer(context.Context, string, *abi.Service) (*abi.LoadBalancerStatus, bool, error) {
-	return nil, false, nil
+	resp, err := p.host.HTTP(&abi.HTTPRequest{URL: p.other + "/audit"})
+	if err != nil {
+		return nil, false, err
+	}
+	p.host.Log(abi.LogError, "audit: "+string(resp.Body))
+	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{Hostname: string(resp.Body)}}}, true, nil
 }
 
 func (p *provider) GetLoadBalancerName(context.Context, string, *abi.Service) string { return "lb" }
