@@ -220,6 +220,14 @@ func (i *Interceptor) Disarm() bool {
 	return injected
 }
 
+// armed reports whether a fault is armed: the call now running is a
+// faulted one.
+func (i *Interceptor) armed() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.target >= 0
+}
+
 // Mark returns the position in the log of the next request, for Since.
 func (i *Interceptor) Mark() int {
 	i.mu.Lock()

@@ -1,10 +1,12 @@
 package conformance
 
 import (
+	"cmp"
 	"fmt"
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -35,6 +37,12 @@ type callCase struct {
 	listing *lbListing
 	// route is the route a clean ListRoutes listed.
 	route *abi.Route
+	// effects is the load balancer as the suite read it before and after
+	// an EnsureLoadBalancer or UpdateLoadBalancer of it; nil when the
+	// call is not judged by its effects.
+	effects *lbWatch
+	// destructive are the spec's requests that destroy a load balancer.
+	destructive []SpecRequest
 }
 
 // underFault limits check to calls with an injected fault: the rules
@@ -144,6 +152,36 @@ func createsExisting(c *callCase) evidence {
 		return createsEvidence{creates: creates, underFault: c.fault != ""}
 	}
 	return nil
+}
+
+// overran: a call answers by itself before its deadline.
+func overran(c *callCase) evidence {
+	if !c.overran {
+		return nil
+	}
+	return deadlineEvidence{method: c.method, elapsed: c.elapsed, timeout: c.timeout}
+}
+
+// replacesLB: ensuring or updating a load balancer that exists leaves it
+// in place. What the suite read of it before and after the call is the
+// judge whatever the API's shape; the spec's destructive requests catch
+// a replacement the reads cannot tell apart (a name-derived address).
+func replacesLB(c *callCase) evidence {
+	if c.effects == nil || c.export != abi.ExportEnsureLoadBalancer && c.export != abi.ExportUpdateLoadBalancer {
+		return nil
+	}
+	e := replacedEvidence{method: c.method, underFault: c.fault != "", before: c.effects.before, after: c.effects.after}
+	for _, ex := range c.trace {
+		for _, d := range c.destructive {
+			if d.matches(ex) {
+				e.destructive = append(e.destructive, ex.Method+" "+ex.URL+" ("+d.String()+")")
+			}
+		}
+	}
+	if e.changed() == "" && len(e.destructive) == 0 {
+		return nil
+	}
+	return e
 }
 
 // deleteWithoutWord: a delete that answers success must have the cloud's
@@ -352,6 +390,71 @@ func (e createsEvidence) String() string {
 		return "EnsureLoadBalancer of an existing load balancer sent create-like requests under a fault (" + strings.Join(e.creates, ", ") + "): a duplicate"
 	}
 	return "EnsureLoadBalancer of an existing load balancer sent create-like requests (" + strings.Join(e.creates, ", ") + "): a duplicate"
+}
+
+// deadlineEvidence: the call had no answer of its own in time.
+type deadlineEvidence struct {
+	method           string
+	elapsed, timeout time.Duration
+}
+
+func (e deadlineEvidence) String() string {
+	return fmt.Sprintf("%s had no answer of its own %s before its %s call timeout (it ran %s): the host stops such a call and the controller gets no answer. Poll while there is time for one more request, then answer RetryAfter (modules/README.md, Asynchronous cloud actions)",
+		e.method, deadlineMargin, e.timeout, e.elapsed.Round(time.Millisecond))
+}
+
+// replacedEvidence: an EnsureLoadBalancer or UpdateLoadBalancer of an
+// existing load balancer removed or replaced it.
+type replacedEvidence struct {
+	method        string
+	underFault    bool
+	before, after lbState
+	// destructive are the call's requests that match the spec's
+	// loadBalancer.destructive.
+	destructive []string
+}
+
+// changed says how the load balancer changed between the reads, "" when
+// it did not or a read failed.
+func (e replacedEvidence) changed() string {
+	b, a := e.before, e.after
+	switch {
+	case !b.read || !a.read || !b.exists:
+	case !a.exists:
+		return "GetLoadBalancer answered exists=false after it"
+	case !slices.Equal(b.ingress, a.ingress):
+		return fmt.Sprintf("its ingress changed from %s to %s", ingressList(b.ingress), ingressList(a.ingress))
+	case b.listedAs != "" && a.listedAs != b.listedAs:
+		return fmt.Sprintf("ListLoadBalancers listed it as %q before and %q after", b.listedAs, a.listedAs)
+	}
+	return ""
+}
+
+func (e replacedEvidence) String() string {
+	var why []string
+	if c := e.changed(); c != "" {
+		why = append(why, c)
+	}
+	if len(e.destructive) > 0 {
+		why = append(why, "it sent requests the test spec names destructive: "+strings.Join(e.destructive, ", "))
+	}
+	under := ""
+	if e.underFault {
+		under = " under a fault"
+	}
+	return e.method + " of an existing load balancer" + under + " removed or replaced it (" + strings.Join(why, "; ") +
+		"): its address and the connections through it would be lost. On doubt, answer an error and let the controller call again"
+}
+
+func ingressList(in []abi.LoadBalancerIngress) string {
+	if len(in) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, i := range in {
+		s = append(s, cmp.Or(i.IP, i.Hostname))
+	}
+	return strings.Join(s, ",")
 }
 
 // deleteEvidence: the call reported a delete done that the cloud never

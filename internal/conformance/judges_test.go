@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -286,5 +287,65 @@ func TestJudgesGovernTheirCalls(t *testing.T) {
 	})
 	runJudge(t, abi.ExportDeleteRoute, callCase{consequence: "the route stays"}, []judgeCase{
 		{name: "DeleteRoute success by the route rule", o: answered(nil, fault500), rule: RuleRouteDeleteConfirmed},
+	})
+}
+
+// TestDeadlineJudge: a call the host stopped at its deadline, or that
+// answered within the margin of it, breaks call-deadline whatever it
+// answered, before the 429 rule.
+func TestDeadlineJudge(t *testing.T) {
+	late := func(o *outcome) *outcome {
+		o.overran, o.elapsed, o.timeout = true, 2*time.Second, 2*time.Second
+		return o
+	}
+	runJudge(t, abi.ExportEnsureLoadBalancer, callCase{}, []judgeCase{
+		{name: "in time", o: failedWith(abi.StatusRetryAfter, fault500)},
+		{name: "stopped at the deadline", o: late(failedWith(abi.StatusError, fault500)), rule: RuleCallDeadline,
+			says: []string{"EnsureLoadBalancer had no answer of its own 100ms before its 2s call timeout (it ran 2s)", "answer RetryAfter"}},
+		{name: "stopped, clean", clean: true, o: late(failedWith(abi.StatusError, listing200)), rule: RuleCallDeadline},
+		{name: "stopped after a 429: the deadline, not the 429", fault: Fault429, o: late(failedWith(abi.StatusError, injected429)), rule: RuleCallDeadline},
+	})
+}
+
+// TestPreservedJudge: an EnsureLoadBalancer or UpdateLoadBalancer after
+// which the load balancer is gone, has another ingress or another listed
+// name, or that sent a request the spec names destructive, breaks
+// lb-preserved; a read that failed proves nothing.
+func TestPreservedJudge(t *testing.T) {
+	ip := func(a string) []abi.LoadBalancerIngress { return []abi.LoadBalancerIngress{{IP: a}} }
+	before := lbState{read: true, exists: true, ingress: ip("203.0.113.1"), listedAs: "a1b2"}
+	watch := func(after lbState) *lbWatch { return &lbWatch{before: before, after: after} }
+	same, moved, gone := watch(before), watch(lbState{read: true, exists: true, ingress: ip("203.0.113.9"), listedAs: "a1b2"}), watch(lbState{read: true})
+	renamed := watch(lbState{read: true, exists: true, ingress: ip("203.0.113.1"), listedAs: "a1b2-2"})
+	unread := watch(lbState{})
+	queryDescribe := Exchange{Method: "POST", URL: "http://cloud/", Status: 200, RequestBody: "Action=DescribeLoadBalancers&LoadBalancerNames.member.1=a1b2"}
+	queryDelete := Exchange{Method: "POST", URL: "http://cloud/", Status: 200, RequestBody: "Action=DeleteLoadBalancer&LoadBalancerName=a1b2"}
+	listenersDelete := Exchange{Method: "POST", URL: "http://cloud/", Status: 200, RequestBody: "Action=DeleteLoadBalancerListeners&LoadBalancerName=a1b2"}
+	restDelete := Exchange{Method: "DELETE", URL: "http://cloud/v1/lbs/7", Status: 204}
+	targetDelete := Exchange{Method: "DELETE", URL: "http://cloud/v1/lbs/7/targets/3", Status: 204}
+	destructive := []SpecRequest{{Action: "DeleteLoadBalancer"}, {Method: "DELETE", Path: "/v1/lbs/*"}}
+	for _, export := range []string{abi.ExportEnsureLoadBalancer, abi.ExportUpdateLoadBalancer} {
+		t.Run(export, func(t *testing.T) {
+			cases := []judgeCase{
+				{name: "in place", o: failedWith(abi.StatusError, fault500)},
+				{name: "in place, clean", clean: true, o: answered(&abi.LoadBalancerStatus{}, queryDescribe)},
+				{name: "gone", o: failedWith(abi.StatusError, fault500, restDelete), rule: RuleLBPreserved,
+					says: []string{"of an existing load balancer under a fault removed or replaced it (GetLoadBalancer answered exists=false after it; it sent requests the test spec names destructive: DELETE http://cloud/v1/lbs/7 (DELETE /v1/lbs/*))"}},
+				{name: "new address, clean", clean: true, o: answered(&abi.LoadBalancerStatus{}, queryDescribe), rule: RuleLBPreserved,
+					says: []string{"removed or replaced it (its ingress changed from 203.0.113.1 to 203.0.113.9)"}},
+				{name: "listed anew", o: failedWith(abi.StatusError, fault500), rule: RuleLBPreserved, says: []string{`listed it as "a1b2" before and "a1b2-2" after`}},
+				{name: "a query delete, same address", o: failedWith(abi.StatusError, fault500, queryDelete), rule: RuleLBPreserved,
+					says: []string{"POST http://cloud/ (Action=DeleteLoadBalancer)"}},
+				{name: "a delete of a part is no replacement", o: failedWith(abi.StatusError, fault500, listenersDelete, targetDelete)},
+				{name: "a read failed: nothing known", o: failedWith(abi.StatusError, fault500)},
+			}
+			effects := []*lbWatch{same, same, gone, moved, renamed, same, same, unread}
+			for i := range cases {
+				runJudge(t, export, callCase{effects: effects[i], destructive: destructive}, cases[i:i+1])
+			}
+		})
+	}
+	runJudge(t, abi.ExportGetLoadBalancer, callCase{effects: gone, destructive: destructive}, []judgeCase{
+		{name: "not a call that keeps it", o: answered(&abi.GetLoadBalancerResult{Exists: true}, restDelete)},
 	})
 }

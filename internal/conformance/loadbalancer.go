@@ -54,29 +54,39 @@ func (r *runner) loadBalancer() {
 		why = "GetLoadBalancer answered another status than EnsureLoadBalancer"
 	}
 	step("GetLoadBalancer after ensure: exists, same status", o, why)
-	// From here the load balancer exists: ensuring it creates nothing.
-	existing := callCase{creates: r.creates}
+	// From here the load balancer exists: ensuring it creates nothing,
+	// and ensuring or updating it leaves it in place.
+	watch := &lbWatch{read: func() lbState { return r.readLB(svc) }}
+	watch.after = watch.read()
+	existing := callCase{creates: r.creates, effects: watch, destructive: r.spec.LoadBalancer.Destructive}
 	again := ensure()
+	watch.observe()
 	why = healthyFailure(again, "EnsureLoadBalancer of an existing load balancer")
+	againRule := RuleLBIdempotent
 	if why == "" {
 		c := existing
 		c.outcome = again
-		if e := createsExisting(&c); e != nil {
-			why = e.String()
+		if v := judge(&c); !v.accepted() {
+			againRule, why = v.rule, v.message()
 		} else if !sameStatus(again.out.(*abi.LoadBalancerStatus), status) {
 			why = "EnsureLoadBalancer of an existing load balancer answered another status"
 		}
 	}
-	r.check(RuleLBIdempotent, "EnsureLoadBalancer again: same status, nothing created", why, again)
+	r.check(againRule, "EnsureLoadBalancer again: same status, nothing created, nothing replaced", why, again)
 
 	r.underFaults("GetLoadBalancer", o, get, nil, callCase{names: r.lbIDs(svc)})
-	r.underFaults("EnsureLoadBalancer", again, ensure, nil, existing)
+	r.underFaults("EnsureLoadBalancer", again, ensure, watch.observeAfter, existing)
 
 	o = update()
+	watch.observe()
 	if !step("UpdateLoadBalancer with one target less", o, healthyFailure(o, "UpdateLoadBalancer")) {
 		return
 	}
-	r.underFaults("UpdateLoadBalancer", o, update, nil, callCase{})
+	updated := callCase{effects: watch, destructive: r.spec.LoadBalancer.Destructive}
+	c := updated
+	c.outcome = o
+	r.judged(RuleLBPreserved, "UpdateLoadBalancer leaves the load balancer in place", &c)
+	r.underFaults("UpdateLoadBalancer", o, update, watch.observeAfter, updated)
 
 	cleanDelete := del()
 	if !step("EnsureLoadBalancerDeleted", cleanDelete, healthyFailure(cleanDelete, "EnsureLoadBalancerDeleted")) {
@@ -104,6 +114,59 @@ func (r *runner) loadBalancer() {
 		r.judged(RuleLimitedCredential, "EnsureLoadBalancerDeleted with the limited credentials",
 			&callCase{outcome: r.with(r.limited, del), limited: true, consequence: unconfirmed})
 	}
+}
+
+// lbState is the test load balancer as the suite read it through the
+// module, clean, between two calls.
+type lbState struct {
+	// read says both reads answered; otherwise nothing is known.
+	read    bool
+	exists  bool
+	ingress []abi.LoadBalancerIngress
+	// listedAs is the name ListLoadBalancers lists it by, "" when the
+	// module exports no lister or does not list it.
+	listedAs string
+}
+
+// readLB reads the load balancer of svc: GetLoadBalancer, and the
+// module's lister when it exports one.
+func (r *runner) readLB(svc abi.Service) lbState {
+	o := r.call(abi.ExportGetLoadBalancer, &abi.LoadBalancerRequest{ClusterName: r.cluster, Service: svc}, newGetResult)
+	if !o.ok() {
+		return lbState{}
+	}
+	got := o.out.(*abi.GetLoadBalancerResult)
+	s := lbState{read: true, exists: got.Exists, ingress: got.Status.Ingress}
+	if !r.info.Exports(abi.ExportListLoadBalancers) {
+		return s
+	}
+	cluster := abi.String(r.cluster)
+	if o = r.call(abi.ExportListLoadBalancers, &cluster, newOwned); !o.ok() {
+		return lbState{}
+	}
+	for _, lb := range *o.out.(*abi.OwnedLoadBalancers) {
+		if lb.ServiceUID == svc.UID {
+			s.listedAs = lb.Name
+		}
+	}
+	return s
+}
+
+// lbWatch holds the reads of the load balancer around the call being
+// judged: observe moves the last read to before and reads again.
+type lbWatch struct {
+	read          func() lbState
+	before, after lbState
+}
+
+func (w *lbWatch) observe() {
+	w.before, w.after = w.after, w.read()
+}
+
+// observeAfter is observe as underFaults' after hook.
+func (w *lbWatch) observeAfter(Fault, int) bool {
+	w.observe()
+	return true
 }
 
 // lbIDs are what names the Service's load balancer in a request: the name

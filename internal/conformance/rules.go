@@ -15,8 +15,10 @@ const (
 	RuleNeverGoneOnDoubt      = "never-gone-on-doubt"
 	RuleNeverShutdownOnDoubt  = "never-shutdown-on-doubt"
 	RuleRetryAfter            = "retry-after-on-429"
+	RuleCallDeadline          = "call-deadline"
 	RuleLBLifecycle           = "lb-lifecycle"
 	RuleLBIdempotent          = "lb-idempotent"
+	RuleLBPreserved           = "lb-preserved"
 	RuleLBDeleteConfirmed     = "lb-delete-confirmed"
 	RuleLBListOwn             = "lb-list-own"
 	RuleLBListComplete        = "lb-list-complete-on-doubt"
@@ -60,9 +62,13 @@ var Rules = []Rule{
 		judge: underFault(shutdownOnDoubt)},
 	{Name: RuleRetryAfter, Checks: "a call that fails after a 429 answers RetryAfter",
 		judge: notRetryAfter},
+	{Name: RuleCallDeadline, Checks: "every call answers by itself at least 100 ms before its deadline (the call timeout, or `slowCloud.callTimeout`), clean or under a fault: one the host stops at its deadline answered nothing. An action slower than that answers RetryAfter, and the suite calls again after it, as the controllers do",
+		judge: overran},
 	{Name: RuleLBLifecycle, Checks: "delete leftovers, get (absent), ensure (ingress), get (same status), update targets, delete, get (absent), delete again (success)"},
 	{Name: RuleLBIdempotent, Checks: "ensuring an existing load balancer sends no create-like request (a POST to a collection, such as `POST /v1/lbs` once `/v1/lbs/lb-1` was seen; a POST to an object or its actions is an update), also under faults, and answers the same status",
 		judge: createsExisting},
+	{Name: RuleLBPreserved, Checks: "`EnsureLoadBalancer` and `UpdateLoadBalancer` of an existing load balancer, clean or under a fault, leave it in place: `GetLoadBalancer` (and `ListLoadBalancers`, when exported) read before and after the call find it with the same ingress (and name), and the call sent none of the spec's `loadBalancer.destructive` requests, whatever their shape",
+		judge: replacesLB},
 	{Name: RuleLBDeleteConfirmed, Checks: "under a fault, `EnsureLoadBalancerDeleted` reports success only when the cloud itself answered a destroying request with a 2xx, or said the load balancer was already gone (404, 410)",
 		judge: underFault(only(abi.ExportEnsureLoadBalancerDeleted, deleteWithoutWord))},
 	{Name: RuleLBListOwn, Checks: "`ListLoadBalancers` names only this cluster's load balancers, each with its Service UID: never the one the suite made for another cluster, nor one the spec lists as `foreign`, clean or under a fault",

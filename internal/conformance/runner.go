@@ -1,6 +1,8 @@
 package conformance
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,15 @@ type outcome struct {
 	trace    []Exchange
 	elapsed  time.Duration
 	injected bool // a fault was injected into one of its requests
+	// overran says the call had no answer of its own deadlineMargin
+	// before its deadline, the call timeout: the host stopped it, or it
+	// answered too late for the controllers to use it.
+	overran bool
+	// timeout is the call timeout it ran under, for the message.
+	timeout time.Duration
+	// retries counts the calls again after RetryAfter that this outcome's
+	// trace includes (call).
+	retries int
 }
 
 func (o *outcome) ok() bool { return o.err == nil }
@@ -45,14 +56,57 @@ func (o *outcome) String() string {
 
 // call runs one export from empty shared state, so that it reaches the
 // cloud and its requests can be faulted; warmCall keeps what earlier calls
-// left.
+// left. A clean mutating call that answers RetryAfter is made again after
+// it, as the controllers do, for up to the run's settle time: a slow cloud
+// acts across calls. The outcome is the last call's, with the trace of
+// them all. A faulted call is never made again: its answer is judged.
 func (r *runner) call(export string, in abi.Message, out func() abi.Message) *outcome {
 	r.mod.ClearState()
-	return r.warmCall(export, in, out)
+	o := r.warmCall(export, in, out)
+	if !settles[export] || r.ic.armed() {
+		return o
+	}
+	var waited time.Duration
+	for o.status == abi.StatusRetryAfter {
+		wait := cmp.Or(r.retryWait, o.after, time.Second)
+		if waited+wait > r.settle || sleepCtx(r.ctx, wait) != nil {
+			break
+		}
+		waited += wait
+		next := r.warmCall(export, in, out)
+		next.trace = append(o.trace, next.trace...)
+		next.retries = o.retries + 1
+		o = next
+	}
+	return o
+}
+
+// settles are the exports a controller calls again after RetryAfter until
+// the cloud has acted: the service controller requeues the Service, the
+// route controller reconciles again.
+var settles = map[string]bool{
+	abi.ExportEnsureLoadBalancer: true, abi.ExportUpdateLoadBalancer: true, abi.ExportEnsureLoadBalancerDeleted: true,
+	abi.ExportCreateRoute: true, abi.ExportDeleteRoute: true,
+}
+
+// deadlineMargin is how long before its deadline a call must answer: an
+// answer later than that is lost to the controller when the call's
+// request, the CCM's own work or scheduling takes the rest.
+const deadlineMargin = 100 * time.Millisecond
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message) *outcome {
-	o := &outcome{export: export, method: methodName(export)}
+	o := &outcome{export: export, method: methodName(export), timeout: r.callTimeout}
 	if out != nil {
 		o.out = out()
 	}
@@ -60,6 +114,12 @@ func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message)
 	o.err = r.mod.Call(r.ctx, export, in, o.out)
 	o.elapsed, o.trace = time.Since(start), r.ic.Since(mark)
 	var se *host.StatusError
+	var fe *host.FailureError
+	o.overran = errors.As(o.err, &fe) && fe.Reason == host.ReasonTimeout || o.elapsed > r.callTimeout-deadlineMargin
+	r.calls++
+	if r.slowest == nil || o.elapsed > r.slowest.elapsed {
+		r.slowest = o
+	}
 	switch {
 	case o.err == nil:
 		o.status = abi.StatusOK
@@ -76,6 +136,17 @@ func (r *runner) warmCall(export string, in abi.Message, out func() abi.Message)
 		r.texts = append(r.texts, text{"the error of " + o.method, o.err.Error()})
 	}
 	return o
+}
+
+// deadlines records call-deadline for the run: a pass naming the slowest
+// call, unless a check already failed the rule; a call no check judged
+// (one of the warm phase) that overran fails it here.
+func (r *runner) deadlines() {
+	if r.slowest == nil || slices.ContainsFunc(r.report.Results, func(res Result) bool { return res.Rule == RuleCallDeadline && res.Failure != "" }) {
+		return
+	}
+	o := r.slowest
+	r.check(RuleCallDeadline, fmt.Sprintf("%d calls answered before their %s deadline; the slowest, %s, in %s", r.calls, r.callTimeout, o.method, o.elapsed.Round(time.Millisecond)), "", o)
 }
 
 // with runs call with mod in place of the module under test: the module
@@ -103,6 +174,12 @@ func (r *runner) fail(rule, name, why string, trace []Exchange) {
 // and reports whether it passed. A failure of a call that saw the cloud's
 // own 429 is not the module's: it is recorded as skipped, with why.
 func (r *runner) check(rule, name, why string, o *outcome) bool {
+	if o.retries > 0 {
+		name += fmt.Sprintf(" (called %d more times after RetryAfter)", o.retries)
+	}
+	if o.overran {
+		rule, why = RuleCallDeadline, deadlineEvidence{method: o.method, elapsed: o.elapsed, timeout: o.timeout}.String()
+	}
 	if why == "" {
 		r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Duration: o.elapsed})
 		return true

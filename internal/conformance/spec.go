@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -39,6 +40,72 @@ type Spec struct {
 	RateLimit *SpecRateLimit `json:"rateLimit,omitempty"`
 	// Warm configures the warm phase.
 	Warm SpecWarm `json:"warm,omitempty"`
+	// SlowCloud, when set, runs the module with a call timeout shorter
+	// than the cloud's actions take, as a slow cloud would: a call must
+	// answer RetryAfter in time, and the suite calls again after it.
+	SlowCloud *SpecSlowCloud `json:"slowCloud,omitempty"`
+}
+
+// SpecSlowCloud is the slow-cloud mode.
+type SpecSlowCloud struct {
+	// CallTimeout replaces the cloud-config's limits.callTimeout for the
+	// run, a Go duration: shorter than your cloud's slowest action (a
+	// load balancer's provisioning).
+	CallTimeout string `json:"callTimeout"`
+	// Settle bounds how long the suite keeps calling a mutating call
+	// (EnsureLoadBalancer, UpdateLoadBalancer, EnsureLoadBalancerDeleted,
+	// CreateRoute, DeleteRoute) again after RetryAfter; default 5m.
+	Settle string `json:"settle,omitempty"`
+	// RetryWait, when set, is how long the suite waits before calling
+	// again, in place of the RetryAfter the module answered: only to
+	// shorten a run against a fake cloud whose actions you made short.
+	RetryWait string `json:"retryWait,omitempty"`
+}
+
+func (s *SpecSlowCloud) durations() (timeout, settle, wait time.Duration) {
+	timeout, _ = time.ParseDuration(s.CallTimeout)
+	settle, _ = time.ParseDuration(s.Settle)
+	wait, _ = time.ParseDuration(s.RetryWait)
+	return timeout, cmp.Or(settle, defaultSettle), wait
+}
+
+// defaultSettle bounds the suite's calls again after RetryAfter when the
+// spec sets no slowCloud.settle.
+const defaultSettle = 5 * time.Minute
+
+// SpecRequest names requests of the cloud's API: a method and a path
+// pattern (path.Match syntax: /v1/loadbalancers/*), or the Action of a
+// query API, in the URL's query or a form body (DeleteLoadBalancer).
+type SpecRequest struct {
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	Action string `json:"action,omitempty"`
+}
+
+// matches reports whether ex is a request r names.
+func (r SpecRequest) matches(ex Exchange) bool {
+	if r.Action != "" {
+		return queryAction(ex) == r.Action
+	}
+	if r.Method != "" && !strings.EqualFold(r.Method, ex.Method) {
+		return false
+	}
+	ok, _ := path.Match(r.Path, urlPath(ex.URL))
+	return ok
+}
+
+// valid reports whether r names requests one way: a path pattern, with
+// a method or not, or an action.
+func (r SpecRequest) valid() bool {
+	_, err := path.Match(r.Path, "")
+	return (r.Action == "") != (r.Path == "") && err == nil && (r.Method == "" || r.Path != "")
+}
+
+func (r SpecRequest) String() string {
+	if r.Action != "" {
+		return "Action=" + r.Action
+	}
+	return strings.TrimSpace(r.Method + " " + r.Path)
 }
 
 // SpecRateLimit is a cloud's rate limit for one token.
@@ -137,6 +204,12 @@ type SpecLoadBalancer struct {
 	// List configures the checks of ListLoadBalancers, which run when
 	// the module exports it (wasmccm_list_load_balancers).
 	List SpecLoadBalancerList `json:"list,omitempty"`
+	// Destructive names the cloud's requests that destroy a load
+	// balancer (DELETE /v1/lbs/*, or Action DeleteLoadBalancer): an
+	// EnsureLoadBalancer or UpdateLoadBalancer of an existing one that
+	// sends one fails lb-preserved. Name them when a load balancer made
+	// again has the same address, which the suite cannot tell apart.
+	Destructive []SpecRequest `json:"destructive,omitempty"`
 }
 
 // SpecLoadBalancerList configures the lister checks. The suite creates
@@ -220,6 +293,18 @@ func ReadSpec(path string) (*Spec, error) {
 	}
 	if p := s.Warm.period(); p%nodeStatusPeriod != 0 {
 		return nil, fmt.Errorf("test spec %s: warm.period is %s; want a multiple of %s, the longest period it replays, so that every call's rate is counted whole", path, p, nodeStatusPeriod)
+	}
+	for i, d := range s.LoadBalancer.Destructive {
+		if !d.valid() {
+			return nil, fmt.Errorf("test spec %s: loadBalancer.destructive[%d] wants either a path pattern (with a method or not) or an action", path, i)
+		}
+	}
+	if sc := s.SlowCloud; sc != nil {
+		for field, v := range map[string]string{"slowCloud.callTimeout": sc.CallTimeout, "slowCloud.settle": sc.Settle, "slowCloud.retryWait": sc.RetryWait} {
+			if d, err := time.ParseDuration(v); (v != "" || field == "slowCloud.callTimeout") && (err != nil || d <= 0) {
+				return nil, fmt.Errorf("test spec %s: %s is %q; want a positive duration such as 2s", path, field, v)
+			}
+		}
 	}
 	if l := s.RateLimit; l != nil && l.PerHour <= 0 {
 		return nil, fmt.Errorf("test spec %s: rateLimit.perHour is %d; want a positive number of requests", path, l.PerHour)

@@ -71,6 +71,38 @@ limitedCredentials: {dir: readonly}
 		}
 	}
 
+	s, err = ReadSpec(writeSpec(t, "loadBalancer: {destructive: [{method: DELETE, path: \"/v1/lbs/*\"}, {action: DeleteLoadBalancer}]}\nslowCloud: {callTimeout: 2s, retryWait: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if timeout, settle, wait := s.SlowCloud.durations(); timeout != 2*time.Second || settle != defaultSettle || wait != time.Second {
+		t.Errorf("slowCloud: %v %v %v", timeout, settle, wait)
+	}
+	d := s.LoadBalancer.Destructive
+	for _, m := range []struct {
+		r    SpecRequest
+		ex   Exchange
+		want bool
+	}{
+		{d[0], Exchange{Method: "DELETE", URL: "http://c/v1/lbs/7"}, true},
+		{d[0], Exchange{Method: "delete", URL: "http://c/v1/lbs/7?force=1"}, true},
+		{d[0], Exchange{Method: "DELETE", URL: "http://c/v1/lbs/7/targets/1"}, false},
+		{d[0], Exchange{Method: "GET", URL: "http://c/v1/lbs/7"}, false},
+		{d[1], Exchange{Method: "POST", URL: "http://c/", RequestBody: "Action=DeleteLoadBalancer&LoadBalancerName=x"}, true},
+		{d[1], Exchange{Method: "GET", URL: "http://c/?Action=DeleteLoadBalancer&LoadBalancerName=x"}, true},
+		{d[1], Exchange{Method: "POST", URL: "http://c/", RequestBody: "Action=DeleteLoadBalancerListeners&LoadBalancerName=x"}, false},
+	} {
+		if got := m.r.matches(m.ex); got != m.want {
+			t.Errorf("%s matches %s %s %q: %v, want %v", m.r, m.ex.Method, m.ex.URL, m.ex.RequestBody, got, m.want)
+		}
+	}
+	for _, bad := range []string{"loadBalancer: {destructive: [{method: DELETE}]}\n", "loadBalancer: {destructive: [{path: /a, action: B}]}\n",
+		"loadBalancer: {destructive: [{path: \"/a[\"}]}\n", "slowCloud: {settle: 1m}\n", "slowCloud: {callTimeout: 0s}\n", "slowCloud: {callTimeout: 2s, retryWait: soon}\n"} {
+		if _, err := ReadSpec(writeSpec(t, bad)); err == nil {
+			t.Errorf("%q was accepted", bad)
+		}
+	}
+
 	if _, err := ReadSpec(writeSpec(t, "nodes:\n- {name: a, expectError: Gone}\n")); err == nil || !strings.Contains(err.Error(), "want one of NotFound") {
 		t.Errorf("expectError: Gone: %v", err)
 	}

@@ -92,6 +92,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 
 	cfg := opts.Host
 	cfg.ClusterName = r.cluster
+	r.settle = defaultSettle
+	if sc := r.spec.SlowCloud; sc != nil {
+		cfg.CallTimeout, r.settle, r.retryWait = sc.durations()
+	}
+	r.callTimeout = cmp.Or(cfg.CallTimeout, host.Defaults().CallTimeout)
 	cfg.PoolSize = 1
 	cfg.HTTP.Wrap = r.ic.Wrap
 	cfg.Log = r.logLine
@@ -134,6 +139,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if r.limited != nil {
 		r.limitedInstances()
 	}
+	r.deadlines()
 	r.leaks()
 	r.rawCredentials()
 	r.report.Duration = time.Since(start)
@@ -150,6 +156,12 @@ type runner struct {
 	// cluster is the cluster name the module runs for: its init's and
 	// every call's.
 	cluster string
+	// callTimeout is the deadline of every call; settle and retryWait
+	// bound the calls again after RetryAfter (call).
+	callTimeout, settle, retryWait time.Duration
+	// calls counts the calls made; slowest is the one that took longest.
+	calls   int
+	slowest *outcome
 	// limited runs the module with the spec's limited credentials.
 	limited *host.Module
 	spec    *Spec

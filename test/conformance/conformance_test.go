@@ -74,7 +74,7 @@ func TestConformancePasses(t *testing.T) {
 					t.Fatalf("exit %d\n%s%s", code, out, errOut)
 				}
 				for _, rule := range []string{conformance.RuleCapabilities, conformance.RuleInstances, conformance.RuleNoCredentialLeak,
-					conformance.FaultChecks, conformance.RuleLBLifecycle, conformance.RuleLBIdempotent} {
+					conformance.FaultChecks, conformance.RuleLBLifecycle, conformance.RuleLBIdempotent, conformance.RuleLBPreserved, conformance.RuleCallDeadline} {
 					if !strings.Contains(out, "ok   "+rule) {
 						t.Errorf("no passed %s check in\n%s", rule, out)
 					}
@@ -131,29 +131,39 @@ func TestConformanceBrokenModules(t *testing.T) {
 	broken := conformancetest.Module(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
 	tests := []struct {
 		bug, rule, evidence string
+		// spec is appended to the test spec.
+		spec string
+		// module and env, when set, replace the broken simcloud module
+		// and its cloud.
+		module string
+		env    func(testing.TB) (config, spec string)
 	}{
-		{"false-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 1 of 1)\n     InstanceExists answered false"},
-		{"plain-429", conformance.RuleRetryAfter, "-> 429 (51 bytes) [injected: 429+Retry-After]"},
-		{"duplicate-lb", conformance.RuleLBIdempotent, "sent create-like requests (POST /v1/loadbalancers): a duplicate"},
-		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]"},
-		{"gone-from-kept", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call"},
-		{"gone-on-403", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 403 (request 1 of 1)\n     InstanceExists answered false"},
-		{"second-request", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 2 of 2)\n     InstanceExists answered false"},
-		{"shutdown-on-error", conformance.RuleNeverShutdownOnDoubt, "InstanceShutdown answered true, which taints the Node as shut down"},
-		{"notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceMetadata(node-1) under 500 (request 1 of 1)\n     InstanceMetadata answered NotFound"},
-		{"zone-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "GetZoneByProviderID(node-1) under 500 (request 1 of 1)\n     GetZoneByProviderID answered NotFound"},
-		{"lb-gone-on-error", conformance.RuleNeverGoneOnDoubt, "GetLoadBalancer answered exists=false for a load balancer that exists"},
-		{"lb-delete-unconfirmed", conformance.RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete"},
-		{"routes-partial", conformance.RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for 10.244.250.0/24"},
-		{"route-delete-unconfirmed", conformance.RuleRouteDeleteConfirmed, "DeleteRoute reported success, though the cloud never confirmed a delete"},
-		{"lb-create-on-error", conformance.RuleLBIdempotent, "sent create-like requests under a fault (POST /v1/loadbalancers): a duplicate"},
-		{"v1-gone-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExistsByProviderID(node-1) under 500 (request 1 of 1)\n     InstanceExistsByProviderID answered false"},
-		{"instanceid-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceID(node-1) under 500 (request 1 of 1)\n     InstanceID answered NotFound"},
-		{"list-any-cluster", conformance.RuleLBListOwn, "which EnsureLoadBalancer made for cluster wasmccm-conformance-other"},
-		{"list-short-on-error", conformance.RuleLBListComplete, "ListLoadBalancers under 500 (request 1 of 1)\n     ListLoadBalancers answered 0 load balancers, without"},
-		{"gone-from-snapshot", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call"},
-		{"partial-kept", conformance.RuleGoneConfirmed, "under 500 (request 1 of 1) kept its state\n     InstanceExists answered false for an instance that exists, from what the faulted call before it kept"},
-		{"list-untagged", conformance.RuleLBListOwn, "which the test spec lists as foreign (loadBalancer.list.foreign): the orphan sweep would delete it"},
+		{"false-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 1 of 1)\n     InstanceExists answered false", "", "", nil},
+		{"plain-429", conformance.RuleRetryAfter, "-> 429 (51 bytes) [injected: 429+Retry-After]", "", "", nil},
+		{"duplicate-lb", conformance.RuleLBIdempotent, "sent create-like requests (POST /v1/loadbalancers): a duplicate", "", "", nil},
+		{"logs-token", conformance.RuleNoCredentialLeak, "log line info: checked node-1 with token [REDACTED]", "", "", nil},
+		{"gone-from-kept", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call", "", "", nil},
+		{"gone-on-403", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 403 (request 1 of 1)\n     InstanceExists answered false", "", "", nil},
+		{"second-request", conformance.RuleNeverGoneOnDoubt, "InstanceExists(node-1) under 500 (request 2 of 2)\n     InstanceExists answered false", "", "", nil},
+		{"shutdown-on-error", conformance.RuleNeverShutdownOnDoubt, "InstanceShutdown answered true, which taints the Node as shut down", "", "", nil},
+		{"notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceMetadata(node-1) under 500 (request 1 of 1)\n     InstanceMetadata answered NotFound", "", "", nil},
+		{"zone-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "GetZoneByProviderID(node-1) under 500 (request 1 of 1)\n     GetZoneByProviderID answered NotFound", "", "", nil},
+		{"lb-gone-on-error", conformance.RuleNeverGoneOnDoubt, "GetLoadBalancer answered exists=false for a load balancer that exists", "", "", nil},
+		{"lb-delete-unconfirmed", conformance.RuleLBDeleteConfirmed, "EnsureLoadBalancerDeleted reported success, though the cloud never confirmed a delete", "", "", nil},
+		{"routes-partial", conformance.RuleRoutesCompleteOnDoubt, "ListRoutes answered without the route for 10.244.250.0/24", "", "", nil},
+		{"route-delete-unconfirmed", conformance.RuleRouteDeleteConfirmed, "DeleteRoute reported success, though the cloud never confirmed a delete", "", "", nil},
+		{"lb-create-on-error", conformance.RuleLBIdempotent, "sent create-like requests under a fault (POST /v1/loadbalancers): a duplicate", "", "", nil},
+		{"v1-gone-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceExistsByProviderID(node-1) under 500 (request 1 of 1)\n     InstanceExistsByProviderID answered false", "", "", nil},
+		{"instanceid-notfound-on-error", conformance.RuleNeverGoneOnDoubt, "InstanceID(node-1) under 500 (request 1 of 1)\n     InstanceID answered NotFound", "", "", nil},
+		{"list-any-cluster", conformance.RuleLBListOwn, "which EnsureLoadBalancer made for cluster wasmccm-conformance-other", "", "", nil},
+		{"list-short-on-error", conformance.RuleLBListComplete, "ListLoadBalancers under 500 (request 1 of 1)\n     ListLoadBalancers answered 0 load balancers, without", "", "", nil},
+		{"gone-from-snapshot", conformance.RuleGoneConfirmed, "InstanceExists answered false without asking the cloud in that call", "", "", nil},
+		{"partial-kept", conformance.RuleGoneConfirmed, "under 500 (request 1 of 1) kept its state\n     InstanceExists answered false for an instance that exists, from what the faulted call before it kept", "", "", nil},
+		{"list-untagged", conformance.RuleLBListOwn, "which the test spec lists as foreign (loadBalancer.list.foreign): the orphan sweep would delete it", "", "", nil},
+		{"lb-recreate-on-update", conformance.RuleLBPreserved, "UpdateLoadBalancer of an existing load balancer under a fault removed or replaced it (its ingress changed from ", "", "", nil},
+		{"overrun", conformance.RuleCallDeadline, "EnsureLoadBalancer had no answer of its own 100ms before its 2s call timeout (it ran 2.", "slowCloud: {callTimeout: 2s}\n", "", nil},
+		{"query-recreate-on-error", conformance.RuleLBPreserved, "EnsureLoadBalancer of an existing load balancer under a fault removed or replaced it (it sent requests the test spec names destructive: POST ", "",
+			"../../internal/conformance/testdata/brokenquery", conformancetest.AWS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.bug, func(t *testing.T) {
@@ -162,9 +172,20 @@ func TestConformanceBrokenModules(t *testing.T) {
 			if tt.bug == "logs-token" {
 				creds = ", readable: [token]" // the leak needs the token in the module
 			}
-			config, spec := conformancetest.Simcloud(t, `, bug: `+tt.bug, creds)
+			module := broken
+			var config, spec string
+			if tt.module != "" {
+				module = conformancetest.Module(t, tt.module, wasmbuild.Go)
+				config, spec = tt.env(t)
+			} else {
+				config, spec = conformancetest.Simcloud(t, `, bug: `+tt.bug, creds)
+			}
+			if tt.spec != "" {
+				specYAML, _ := os.ReadFile(spec)
+				os.WriteFile(spec, append(specYAML, tt.spec...), 0o600)
+			}
 			junit := filepath.Join(t.TempDir(), "report.xml")
-			code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, broken)
+			code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, module)
 			if code != 1 {
 				t.Fatalf("exit %d, want 1\n%s%s", code, out, errOut)
 			}
@@ -183,6 +204,35 @@ func TestConformanceBrokenModules(t *testing.T) {
 			}
 			if tt.bug == "logs-token" && !strings.Contains(out, "weakens isolation): token\n") {
 				t.Errorf("the report does not name the credential read raw:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestConformanceSlowCloud: in slow-cloud mode, against a cloud whose new
+// load balancers take longer than the call timeout to become active, the
+// digitalocean module, which answers RetryAfter rather than poll, passes,
+// with each toolchain: the suite calls again after RetryAfter, as the
+// service controller does. (The broken module "overrun", which polls past
+// its deadline, fails the same mode in TestConformanceBrokenModules.)
+func TestConformanceSlowCloud(t *testing.T) {
+	tcs, err := wasmbuild.Toolchains()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range tcs {
+		t.Run(string(tc), func(t *testing.T) {
+			t.Parallel() // each has its own cloud
+			config, spec := conformancetest.SlowDigitalOcean(t)
+			code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, conformancetest.Module(t, "../../modules/digitalocean/module", tc))
+			if code != 0 || !strings.HasSuffix(out, "PASS\n") {
+				t.Fatalf("exit %d\n%s%s", code, out, errOut)
+			}
+			if !strings.Contains(out, "EnsureLoadBalancer creates (called ") {
+				t.Errorf("the suite did not call EnsureLoadBalancer again after RetryAfter:\n%s", out)
+			}
+			if !strings.Contains(out, "ok   "+conformance.RuleCallDeadline) || !strings.Contains(out, "before their 2s deadline") {
+				t.Errorf("no passed %s check at the slow cloud's 2s call timeout:\n%s", conformance.RuleCallDeadline, out)
 			}
 		})
 	}

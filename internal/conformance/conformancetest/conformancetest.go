@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -72,7 +73,7 @@ func SimcloudWith(t testing.TB, extra, creds string, wrap func(http.Handler) htt
 - {name: node-3, providerID: "simcloud://i-0003", exists: true, lookupByName: true, shutdown: true}
 - {name: deleted, providerID: "simcloud://i-0099", exists: false}
 - {name: foreign, providerID: "aws:///eu-west-1a/i-0123", expectError: Error}
-loadBalancer: {list: {foreign: [by-hand, older-module]}}
+loadBalancer: {list: {foreign: [by-hand, older-module]}, destructive: [{method: DELETE, path: "/v1/loadbalancers/*"}]}
 `)
 }
 
@@ -115,7 +116,7 @@ func Hcloud(t testing.TB) (config, spec string) {
 	if _, err := cloud.AddLoadBalancer("official-ccm", "fsn1", map[string]string{"hcloud-ccm/service-uid": "u-official"}); err != nil {
 		t.Fatal(err)
 	}
-	spec += "loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}}\n"
+	spec += `loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}, destructive: [{method: DELETE, path: "/v1/load_balancers/*"}]}` + "\n"
 	// Hetzner Cloud allows 3,600 requests an hour per project. Half the
 	// default warm period: the Go module's listings are slow to parse.
 	spec += "rateLimit: {perHour: 3600}\nwarm: {period: 5m}\n"
@@ -127,7 +128,30 @@ func Hcloud(t testing.TB) (config, spec string) {
 // Simcloud does.
 func DigitalOcean(t testing.TB) (config, spec string) {
 	t.Helper()
-	cloud := dofake.New(dofake.Options{Token: Token})
+	return digitalOcean(t, 0, `loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}, destructive: [{method: DELETE, path: "/v2/load_balancers/*"}]}
+rateLimit: {perHour: 5000}
+warm: {period: 5m}
+`)
+}
+
+// SlowDigitalOcean is DigitalOcean as a slow cloud: a new load balancer
+// stays "new" for 3 s, longer than the 2 s call timeout of the spec's
+// slow-cloud mode. The suite waits 1 s, not the module's RetryAfter, before
+// it calls again; it seeds no other load balancer, each of which would
+// wait too, and skips the warm phase.
+func SlowDigitalOcean(t testing.TB) (config, spec string) {
+	t.Helper()
+	return digitalOcean(t, 3*time.Second, `loadBalancer: {list: {seed: 0, foreign: [by-hand, official-ccm]}}
+slowCloud: {callTimeout: 2s, retryWait: 1s}
+warm: {skip: true}
+`)
+}
+
+// digitalOcean is DigitalOcean with load balancers "new" for activateAfter
+// and the spec's sections after the nodes.
+func digitalOcean(t testing.TB, activateAfter time.Duration, specSections string) (config, spec string) {
+	t.Helper()
+	cloud := dofake.New(dofake.Options{Token: Token, ActivateAfter: activateAfter})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
 	// A page of other droplets first, so that the Nodes' droplets are on
@@ -152,15 +176,14 @@ func DigitalOcean(t testing.TB) (config, spec string) {
 	spec += "- {name: foreign, providerID: \"aws:///eu-west-1a/i-0123\", expectError: Error}\n"
 	// Load balancers that are not the cluster's: one made by hand, one
 	// of the official CCM's (its cluster ID tag, no Service UID). With the
-	// test one, 51 of the cluster's make a listing of two pages.
+	// test one and a seed of 50, 51 of the cluster's make a listing of
+	// two pages. DigitalOcean allows 5,000 requests an hour per token.
 	for name, tags := range map[string][]string{"by-hand": nil, "official-ccm": {"k8s:c1"}} {
 		if _, err := cloud.AddLoadBalancer(name, tags); err != nil {
 			t.Fatal(err)
 		}
 	}
-	spec += "loadBalancer: {list: {seed: 50, foreign: [by-hand, official-ccm]}}\n"
-	// DigitalOcean allows 5,000 requests an hour per token.
-	spec += "rateLimit: {perHour: 5000}\nwarm: {period: 5m}\n"
+	spec += specSections
 	return files(t, srv.URL, `{endpoint: "`+srv.URL+`", region: fra1}`, "", spec)
 }
 
@@ -219,7 +242,7 @@ func AWS(t testing.TB) (config, spec string) {
 	}
 	// With the test one, 21 of the cluster's load balancers: their tags
 	// take two DescribeTags. The other cluster is another clusterID.
-	spec += `loadBalancer: {list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
+	spec += `loadBalancer: {destructive: [{action: DeleteLoadBalancer}], list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return filesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }

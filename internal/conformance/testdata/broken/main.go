@@ -42,6 +42,11 @@
 //	                 is not in it
 //	partial-kept     as gone-from-snapshot, and a listing that fails is
 //	                 kept as if complete, with what it read: nothing
+//	lb-recreate-on-update  UpdateLoadBalancer, when the update fails,
+//	                 deletes the load balancer and creates it again
+//	overrun          EnsureLoadBalancer polls the load balancer until the
+//	                 cloud reports it active (simcloud never does), for up
+//	                 to five minutes, whatever the call's deadline
 //
 // It also exports Instances (v1), answered from the InstancesV2 methods.
 package main
@@ -52,6 +57,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
@@ -169,6 +175,17 @@ func (p *provider) existsFromListing(ctx context.Context, node *abi.Node) (bool,
 
 func (p *provider) EnsureLoadBalancer(ctx context.Context, cluster string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
 	status, err := p.Provider.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	if err == nil && p.bug == "overrun" {
+		path := "/v1/loadbalancers/" + p.GetLoadBalancerName(ctx, cluster, svc)
+		for start := time.Now(); time.Since(start) < 5*time.Minute; time.Sleep(200 * time.Millisecond) {
+			var lb struct {
+				Status string `json:"status"`
+			}
+			if _, err := p.api.Do(ctx, &rest.Request{What: "polling " + path, Method: "GET", Path: path, Into: &lb}); err == nil && lb.Status == "active" {
+				break
+			}
+		}
+	}
 	if err != nil && p.bug == "lb-create-on-error" {
 		name := p.GetLoadBalancerName(ctx, cluster, svc)
 		body := `{"name":"` + name + `","ports":[{"protocol":"TCP","port":80,"nodePort":30080}],"targets":[]}`
@@ -183,6 +200,18 @@ func (p *provider) EnsureLoadBalancer(ctx context.Context, cluster string, svc *
 	body := `{"name":"` + name + `","ports":[{"protocol":"TCP","port":80,"nodePort":30080}],"targets":[]}`
 	_, err = p.api.Do(ctx, &rest.Request{What: "creating " + name, Method: "POST", Path: "/v1/loadbalancers", Body: []byte(body)})
 	return status, err
+}
+
+func (p *provider) UpdateLoadBalancer(ctx context.Context, cluster string, svc *abi.Service, nodes []abi.Node) error {
+	err := p.Provider.UpdateLoadBalancer(ctx, cluster, svc, nodes)
+	if err == nil || p.bug != "lb-recreate-on-update" {
+		return err
+	}
+	if err := p.Provider.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
+		return err
+	}
+	_, err = p.Provider.EnsureLoadBalancer(ctx, cluster, svc, nodes)
+	return err
 }
 
 // simcloudNode reports whether node is one of simcloud's (or has no
