@@ -237,7 +237,7 @@ func (e *awsEnv) testOrphanSweep(t *testing.T) {
 		_, left := e.loadBalancer(lbName(leaked))
 		return !left && !e.groupExists("k8s-elb-"+lbName(leaked)), nil
 	})
-	if !e.ccm.logContains("orphan sweep: deleted load balancer whose Service no longer exists") {
+	if !e.ccm.logContains("orphan sweep: deleted load balancer no Service wants") {
 		t.Error("the ELB went, but the CCM log does not say the sweep deleted it")
 	}
 	if _, ok := e.loadBalancer(lbName(kept)); !ok {
