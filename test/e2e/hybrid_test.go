@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -48,6 +49,8 @@ const (
 type hybridEnv struct {
 	*env
 	hc *hcloudEnv
+	// flags start the CCM again (restart).
+	flags []string
 }
 
 // TestHybrid runs one CCM serving two clouds' Nodes and load balancer
@@ -69,7 +72,20 @@ func TestHybrid(t *testing.T) {
 
 // startHybrid starts the cluster, both fake clouds and the CCM with the
 // cloud-config of several modules.
-func startHybrid(t *testing.T) *hybridEnv {
+func startHybrid(t *testing.T) *hybridEnv { return startHybridWith(t, nil, threeModules) }
+
+// hybridSetup is what a hybrid cloud-config is written from: the modules'
+// files, the clouds' URLs and the credentials directories.
+type hybridSetup struct {
+	simModule, hcModule, compilationCache string
+	simURL, hcURL                         string
+	simCreds, hcCreds                     string
+}
+
+// startHybridWith starts the cluster, the simulated cloud and the Hetzner
+// fake (its handler wrapped by hcWrap when set), and the CCM with the
+// cloud-config config writes.
+func startHybridWith(t *testing.T, hcWrap func(http.Handler) http.Handler, config func(hybridSetup) string) *hybridEnv {
 	tcs := moduleToolchains(t)
 	tc := tcs[len(tcs)-1] // TinyGo when present, as TestHcloud
 
@@ -77,7 +93,11 @@ func startHybrid(t *testing.T) *hybridEnv {
 	simSrv := httptest.NewServer(sim.Handler())
 	t.Cleanup(simSrv.Close)
 	fake := hcloudfake.New(hcloudfake.Options{Token: hcloudToken, ActionPolls: 1})
-	hcSrv := httptest.NewServer(fake.Handler())
+	hcHandler := fake.Handler()
+	if hcWrap != nil {
+		hcHandler = hcWrap(hcHandler)
+	}
+	hcSrv := httptest.NewServer(hcHandler)
 	t.Cleanup(hcSrv.Close)
 	network, err := fake.AddNetwork("k8s", "10.0.0.0/16")
 	if err != nil {
@@ -101,9 +121,31 @@ func startHybrid(t *testing.T) *hybridEnv {
 	simCreds := writeCredentials(t, filepath.Join(dir, "credentials-sim"), simToken)
 	hcCreds := writeCredentials(t, filepath.Join(dir, "credentials-hcloud"), hcloudToken)
 
-	// Each module's limits, http and credentials are its own; rogue holds
-	// hcloud's token and allowlist, and an endpoint outside it.
-	config := fmt.Sprintf(`clusterName: e2e
+	setup := hybridSetup{simModule: simModule, hcModule: hcModule, compilationCache: filepath.Join(wasmbuild.CacheDir(), "compilation"),
+		simURL: simSrv.URL, hcURL: hcSrv.URL, simCreds: simCreds, hcCreds: hcCreds}
+	configPath := filepath.Join(dir, "cloud-config.yaml")
+	if err := os.WriteFile(configPath, []byte(config(setup)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Routes belong to one module; neither cloud can route the other's
+	// pod CIDRs, so this cluster has none.
+	flags := controllerFlags(kubeconfig,
+		"--cloud-provider=wasm",
+		"--cloud-config="+configPath,
+		"--configure-cloud-routes=false",
+		"--node-status-update-frequency=5s",
+		"--concurrent-service-syncs=2",
+	)
+	e.ccm = startCCM(t, dir, "ccm", flags)
+	hc.ccm = e.ccm
+	return &hybridEnv{env: e, hc: hc, flags: flags}
+}
+
+// threeModules is TestHybrid's cloud-config. Each module's limits, http
+// and credentials are its own; rogue holds hcloud's token and allowlist,
+// and an endpoint outside it.
+func threeModules(s hybridSetup) string {
+	return fmt.Sprintf(`clusterName: e2e
 modules:
 - name: sim
   nodes:
@@ -134,23 +176,8 @@ modules:
   http: {allowedOrigins: [%[8]q], timeout: 5s}
   credentials: {dir: %[9]s, auth: [{name: token, origins: [%[8]q], bearer: {key: token}}]}
   providerConfig: {endpoint: "%[4]s/v1", tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}
-`, simNodeLabel, simModule, filepath.Join(wasmbuild.CacheDir(), "compilation"), simSrv.URL, simCreds,
-		hcloudClass, hcModule, hcSrv.URL, hcCreds, rogueClass)
-	configPath := filepath.Join(dir, "cloud-config.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Routes belong to one module; neither cloud can route the other's
-	// pod CIDRs, so this cluster has none.
-	e.ccm = startCCM(t, dir, "ccm", controllerFlags(kubeconfig,
-		"--cloud-provider=wasm",
-		"--cloud-config="+configPath,
-		"--configure-cloud-routes=false",
-		"--node-status-update-frequency=5s",
-		"--concurrent-service-syncs=2",
-	))
-	hc.ccm = e.ccm
-	return &hybridEnv{env: e, hc: hc}
+`, simNodeLabel, s.simModule, s.compilationCache, s.simURL, s.simCreds,
+		hcloudClass, s.hcModule, s.hcURL, s.hcCreds, rogueClass)
 }
 
 // writeCredentials writes a module's credentials directory holding its
