@@ -1,7 +1,8 @@
 // Package awsfake is a stateful fake of the Amazon EC2 API (Query
-// protocol, version 2016-11-15) and the Classic Elastic Load Balancing API
-// (version 2012-06-01), for testing cloud controllers without an AWS
-// account.
+// protocol, version 2016-11-15), the Classic Elastic Load Balancing API
+// (version 2012-06-01) and Elastic Load Balancing version 2 for network
+// load balancers (version 2015-12-01), for testing cloud controllers
+// without an AWS account.
 //
 // It speaks the real wire format: form-encoded POST requests carrying
 // Action and Version, XML responses in the services' namespaces, and the
@@ -9,15 +10,17 @@
 // <ErrorResponse>). Every request must be signed with AWS Signature
 // Version 4 by the access key the fake knows; the signature is verified
 // independently of any SDK. The tests drive it with the official
-// aws-sdk-go-v2 EC2 and ELB clients.
+// aws-sdk-go-v2 EC2, ELB and ELBv2 clients.
 //
-// Both APIs are served by one handler: a request is routed by its Version
-// (2016-11-15 is EC2, 2012-06-01 is ELB) and must be signed for that
-// service ("ec2" or "elasticloadbalancing").
+// The APIs are served by one handler: a request is routed by its Version
+// (2016-11-15 is EC2, 2012-06-01 is ELB, 2015-12-01 is ELBv2) and must be
+// signed for that service ("ec2", or "elasticloadbalancing" for both load
+// balancing APIs).
 //
 // Faults come from package faultinject. A fault selects an API action by
-// its Route, "ec2:DescribeInstances" or
-// "elasticloadbalancing:CreateLoadBalancer", the keys of Requests.
+// its Route, "ec2:DescribeInstances",
+// "elasticloadbalancing:CreateLoadBalancer" or "elbv2:CreateTargetGroup",
+// the keys of Requests.
 //
 //	cloud := awsfake.New(awsfake.Options{})
 //	srv := httptest.NewServer(cloud.Handler())
@@ -148,12 +151,14 @@ type SecurityGroup struct {
 }
 
 // Permission is one rule: a protocol ("tcp", "udp", "icmp" or "-1" for
-// all), a port range and its sources.
+// all), a port range and its sources. Description is a CIDR source's
+// (EC2 keeps one per address range).
 type Permission struct {
 	Protocol         string
 	FromPort, ToPort int
 	CIDRs            []string
 	GroupIDs         []string
+	Description      string
 }
 
 type LoadBalancer struct {
@@ -208,6 +213,9 @@ type Cloud struct {
 	routeTables    map[string]*RouteTable
 	securityGroups map[string]*SecurityGroup
 	loadBalancers  map[string]*LoadBalancer
+	nlbs           map[string]*NetworkLoadBalancer // by ARN
+	targetGroups   map[string]*TargetGroup         // by ARN
+	listeners      map[string]*NetworkListener     // by ARN
 	requests       map[string]int
 	authFailures   int
 }
@@ -247,6 +255,9 @@ func (c *Cloud) Reset() {
 	c.routeTables = map[string]*RouteTable{}
 	c.securityGroups = map[string]*SecurityGroup{}
 	c.loadBalancers = map[string]*LoadBalancer{}
+	c.nlbs = map[string]*NetworkLoadBalancer{}
+	c.targetGroups = map[string]*TargetGroup{}
+	c.listeners = map[string]*NetworkListener{}
 	c.requests = map[string]int{}
 	c.authFailures = 0
 	vpc := &Vpc{ID: c.id("vpc"), CIDR: "10.0.0.0/16", Default: true, Tags: map[string]string{}}
@@ -441,6 +452,9 @@ func (c *Cloud) SetInstanceState(id, state string) error {
 			for _, lb := range c.loadBalancers {
 				lb.Instances = slices.DeleteFunc(lb.Instances, func(i string) bool { return i == id })
 			}
+			for _, tg := range c.targetGroups {
+				tg.Targets = slices.DeleteFunc(tg.Targets, func(t Target) bool { return t.ID == id })
+			}
 		}
 	case "running":
 		if in.PublicIP == "" {
@@ -566,8 +580,48 @@ func (c *Cloud) LoadBalancers() []LoadBalancer {
 	return out
 }
 
+// NetworkLoadBalancers, TargetGroups and NetworkListeners return every
+// ELBv2 resource by ARN.
+func (c *Cloud) NetworkLoadBalancers() []NetworkLoadBalancer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []NetworkLoadBalancer
+	for _, lb := range byARN(c.nlbs, func(*NetworkLoadBalancer) bool { return true }) {
+		cp := *lb
+		cp.Subnets, cp.Zones, cp.SecurityGroups = slices.Clone(lb.Subnets), slices.Clone(lb.Zones), slices.Clone(lb.SecurityGroups)
+		cp.Tags, cp.Attributes = cloneTags(lb.Tags), cloneTags(lb.Attributes)
+		out = append(out, cp)
+	}
+	return out
+}
+
+func (c *Cloud) TargetGroups() []TargetGroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []TargetGroup
+	for _, tg := range byARN(c.targetGroups, func(*TargetGroup) bool { return true }) {
+		cp := *tg
+		cp.Targets, cp.Tags = slices.Clone(tg.Targets), cloneTags(tg.Tags)
+		out = append(out, cp)
+	}
+	return out
+}
+
+func (c *Cloud) NetworkListeners() []NetworkListener {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []NetworkListener
+	for _, l := range byARN(c.listeners, func(*NetworkListener) bool { return true }) {
+		cp := *l
+		cp.Tags = cloneTags(l.Tags)
+		out = append(out, cp)
+	}
+	return out
+}
+
 // Requests returns how many requests each action received, keyed
-// "ec2:DescribeInstances" or "elasticloadbalancing:CreateLoadBalancer",
+// "ec2:DescribeInstances", "elasticloadbalancing:CreateLoadBalancer" or
+// "elbv2:CreateTargetGroup",
 // faults and refused signatures included. A request whose action cannot
 // be read counts under "unknown".
 func (c *Cloud) Requests() map[string]int {

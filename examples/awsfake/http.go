@@ -21,10 +21,12 @@ import (
 
 // API versions and XML namespaces.
 const (
-	EC2Version = "2016-11-15"
-	ELBVersion = "2012-06-01"
-	ec2NS      = "http://ec2.amazonaws.com/doc/2016-11-15/"
-	elbNS      = "http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/"
+	EC2Version   = "2016-11-15"
+	ELBVersion   = "2012-06-01"
+	ELBv2Version = "2015-12-01"
+	ec2NS        = "http://ec2.amazonaws.com/doc/2016-11-15/"
+	elbNS        = "http://elasticloadbalancing.amazonaws.com/doc/2012-06-01/"
+	elbv2NS      = "http://elasticloadbalancing.amazonaws.com/doc/2015-12-01/"
 )
 
 // apiError is an error answer: an HTTP status and the service's code.
@@ -42,7 +44,8 @@ func badRequest(code, format string, args ...any) *apiError {
 
 // api is the service a request is for.
 type api struct {
-	prefix  string // key prefix of Requests, and the SigV4 service
+	prefix  string // key prefix of Requests
+	service string // the SigV4 service
 	ns      string
 	actions map[string]func(*call) (any, *apiError)
 }
@@ -78,7 +81,7 @@ func (a *api) writeError(w http.ResponseWriter, requestID string, e *apiError) {
 				Type, Code, Message string
 			}
 			RequestID string `xml:"RequestId"`
-		}{NS: elbNS, Error: struct{ Type, Code, Message string }{typ, e.code, e.message}, RequestID: requestID}
+		}{NS: a.ns, Error: struct{ Type, Code, Message string }{typ, e.code, e.message}, RequestID: requestID}
 	}
 	writeXML(w, e.status, body)
 }
@@ -133,8 +136,9 @@ const maxBody = 1 << 20
 // served.
 func (c *Cloud) Handler() http.Handler {
 	apis := map[string]*api{
-		EC2Version: {prefix: "ec2", ns: ec2NS, actions: ec2Actions},
-		ELBVersion: {prefix: "elasticloadbalancing", ns: elbNS, actions: elbActions},
+		EC2Version:   {prefix: "ec2", service: "ec2", ns: ec2NS, actions: ec2Actions},
+		ELBVersion:   {prefix: "elasticloadbalancing", service: "elasticloadbalancing", ns: elbNS, actions: elbActions},
+		ELBv2Version: {prefix: "elbv2", service: "elasticloadbalancing", ns: elbv2NS, actions: elbv2Actions},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
@@ -165,7 +169,7 @@ func (c *Cloud) Handler() http.Handler {
 			a.writeError(w, requestID, badRequest("InvalidParameterValue", "%v", err))
 			return
 		}
-		if e := c.verify(r, body, a.prefix); e != nil {
+		if e := c.verify(r, body, a.service); e != nil {
 			c.mu.Lock()
 			c.authFailures++
 			c.mu.Unlock()
@@ -410,7 +414,7 @@ func (cl *call) intParam(name string, def int) (int, *apiError) {
 	n, err := strconv.Atoi(v)
 	if err != nil {
 		code := "InvalidParameterValue"
-		if cl.form.Get("Version") == ELBVersion {
+		if v := cl.form.Get("Version"); v == ELBVersion || v == ELBv2Version {
 			code = "ValidationError"
 		}
 		return 0, badRequest(code, "Invalid value %q for %s", v, name)

@@ -20,9 +20,7 @@ type (
 			UserID  string `xml:"userId"`
 			GroupID string `xml:"groupId"`
 		} `xml:"groups>item"`
-		IPRanges []struct {
-			CidrIP string `xml:"cidrIp"`
-		} `xml:"ipRanges>item"`
+		IPRanges []xmlIPRange `xml:"ipRanges>item"`
 	}
 	xmlSecurityGroup struct {
 		OwnerID     string          `xml:"ownerId"`
@@ -35,6 +33,11 @@ type (
 		Tags        []xmlTag        `xml:"tagSet>item"`
 	}
 )
+
+type xmlIPRange struct {
+	CidrIP      string `xml:"cidrIp"`
+	Description string `xml:"description,omitempty"`
+}
 
 func permissionsXML(ps []Permission) []xmlPermission {
 	var out []xmlPermission
@@ -51,9 +54,7 @@ func permissionsXML(ps []Permission) []xmlPermission {
 			}{AccountID, g})
 		}
 		for _, c := range p.CIDRs {
-			x.IPRanges = append(x.IPRanges, struct {
-				CidrIP string `xml:"cidrIp"`
-			}{c})
+			x.IPRanges = append(x.IPRanges, xmlIPRange{c, p.Description})
 		}
 		out = append(out, x)
 	}
@@ -246,14 +247,14 @@ func (cl *call) permissions() ([]Permission, *apiError) {
 			}
 			base.FromPort, base.ToPort = from, to
 		}
-		var cidrs, groups []string
+		var cidrs, descriptions, groups []string
 		if p == "" {
 			if v := cl.get("CidrIp"); v != "" {
-				cidrs = append(cidrs, v)
+				cidrs, descriptions = append(cidrs, v), append(descriptions, "")
 			}
 		} else {
 			for _, r := range cl.structs(p + "IpRanges") {
-				cidrs = append(cidrs, cl.get(r+"CidrIp"))
+				cidrs, descriptions = append(cidrs, cl.get(r+"CidrIp")), append(descriptions, cl.get(r+"Description"))
 			}
 			for _, g := range cl.structs(p + "Groups") {
 				id := cl.get(g + "GroupId")
@@ -268,13 +269,13 @@ func (cl *call) permissions() ([]Permission, *apiError) {
 				groups = append(groups, id)
 			}
 		}
-		for _, cidr := range cidrs {
+		for i, cidr := range cidrs {
 			pfx, err := netip.ParsePrefix(cidr)
 			if err != nil || !pfx.Addr().Is4() {
 				return badRequest("InvalidParameterValue", "CIDR block %s is malformed", cidr)
 			}
 			r := base
-			r.CIDRs = []string{pfx.String()}
+			r.CIDRs, r.Description = []string{pfx.String()}, descriptions[i]
 			out = append(out, r)
 		}
 		for _, g := range groups {
@@ -311,7 +312,8 @@ func (cl *call) groupByName(name string) *SecurityGroup {
 	return nil
 }
 
-// sameRule compares two single-source rules.
+// sameRule compares two single-source rules; as EC2's, the comparison
+// leaves descriptions out.
 func sameRule(a, b Permission) bool {
 	return a.Protocol == b.Protocol && a.FromPort == b.FromPort && a.ToPort == b.ToPort &&
 		slices.Equal(a.CIDRs, b.CIDRs) && slices.Equal(a.GroupIDs, b.GroupIDs)
