@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -142,6 +143,29 @@ type Interceptor struct {
 	interval  time.Duration
 	nextAt    time.Time
 	throttled Throttling
+	// sent counts the requests sent to the cloud; past limit (when
+	// positive) none is sent and capped is set.
+	sent, limit int
+	capped      bool
+}
+
+// ErrRequestCap answers a request the run's cap on requests withheld.
+var ErrRequestCap = errors.New("not sent: the run reached its cap on requests to the cloud (wasmccm test -max-requests)")
+
+// SetMaxRequests caps the requests sent to the cloud at n; 0 or less
+// sends them all.
+func (i *Interceptor) SetMaxRequests(n int) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.limit = n
+}
+
+// Sent reports how many requests reached the cloud, and whether the cap
+// withheld any.
+func (i *Interceptor) Sent() (int, bool) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.sent, i.capped
 }
 
 // SetRate paces the requests the interceptor sends to the cloud at rate
@@ -325,6 +349,16 @@ func (i *Interceptor) send(req *http.Request) (*http.Response, error) {
 	for {
 		if err := i.pace(req); err != nil {
 			return nil, err
+		}
+		i.mu.Lock()
+		capped := i.limit > 0 && i.sent >= i.limit
+		i.capped = i.capped || capped
+		if !capped {
+			i.sent++
+		}
+		i.mu.Unlock()
+		if capped {
+			return nil, ErrRequestCap
 		}
 		resp, err := i.next.RoundTrip(req)
 		if err != nil || resp.StatusCode != http.StatusTooManyRequests {

@@ -183,3 +183,43 @@ func TestInterceptorWaitsOutCloud429(t *testing.T) {
 		t.Fatalf("got %v %v, log %+v", resp, err, ic.Since(0))
 	}
 }
+
+// TestInterceptorMaxRequests: past the cap no request reaches the cloud;
+// injected faults, which reach none, are not counted.
+func TestInterceptorMaxRequests(t *testing.T) {
+	reached := 0
+	cloud := cloudFunc(func(r *http.Request) (*http.Response, error) {
+		reached++
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("{}")), ContentLength: 2}, nil
+	})
+	ic := NewInterceptor(nil)
+	ic.SetMaxRequests(2)
+	rt := ic.Wrap(cloud)
+	send := func() error {
+		req, _ := http.NewRequest("GET", "http://cloud.example/v1/instances", nil)
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	ic.Arm(Fault500, 0)
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	ic.Disarm()
+	for i := range 2 {
+		if err := send(); err != nil {
+			t.Fatalf("request %d: %v", i+1, err)
+		}
+	}
+	if sent, capped := ic.Sent(); sent != 2 || capped {
+		t.Fatalf("sent %d, capped %v before the cap; want 2, false", sent, capped)
+	}
+	if err := send(); !errors.Is(err, ErrRequestCap) {
+		t.Fatalf("past the cap: %v, want ErrRequestCap", err)
+	}
+	if sent, capped := ic.Sent(); sent != 2 || !capped || reached != 2 {
+		t.Fatalf("sent %d, capped %v, the cloud saw %d; want 2, true, 2", sent, capped, reached)
+	}
+}

@@ -28,7 +28,7 @@ func (r *runner) loadBalancerList() {
 	for i := range spec.seed() {
 		ours = append(ours, r.spec.serviceNamed(fmt.Sprintf("%s-%d", test.Name, i+1)))
 	}
-	otherCluster, theirs := spec.OtherCluster.name(), r.spec.serviceNamed(test.Name+"-other-cluster")
+	otherCluster, theirs := spec.OtherCluster.name(r.cluster), r.spec.serviceNamed(test.Name+"-other-cluster")
 	other, err := r.otherClusterModule()
 	if err != nil {
 		r.fail(RuleLBListOwn, "ListLoadBalancers", "starting the module for cluster "+otherCluster+": "+err.Error(), nil)
@@ -118,7 +118,7 @@ func (r *runner) loadBalancerList() {
 func (r *runner) otherClusterModule() (*host.Module, error) {
 	oc := r.spec.LoadBalancer.List.OtherCluster
 	cfg := r.cfg
-	cfg.ClusterName = oc.name()
+	cfg.ClusterName = oc.name(r.cluster)
 	if len(oc.ProviderConfig) > 0 {
 		cfg.ProviderConfig = oc.ProviderConfig
 	}

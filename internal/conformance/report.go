@@ -32,7 +32,12 @@ type Report struct {
 	// never fails a check.
 	Throttled Throttling
 	// Warm is what the warm phase counted; nil when it did not run.
-	Warm    *WarmReport
+	Warm *WarmReport
+	// Requests is how many requests the run sent to the cloud; Capped
+	// says MaxRequests withheld some.
+	Requests    int
+	Capped      bool
+	MaxRequests int
 	secrets []string
 }
 
@@ -95,6 +100,10 @@ func (r *Report) WriteText(w io.Writer) error {
 	if t := r.Throttled; t.Count > 0 {
 		fmt.Fprintf(&b, "the cloud answered 429 (its own rate limit) %d times: waited %s in total, %d reached the module and were not scored\n",
 			t.Count, t.Waited.Round(time.Millisecond), t.Passed)
+	}
+	fmt.Fprintf(&b, "sent %d requests to the cloud\n", r.Requests)
+	if r.Capped {
+		fmt.Fprintf(&b, "stopped sending at the cap of %d requests (-max-requests): the checks after it are skipped\n", r.MaxRequests)
 	}
 	fmt.Fprintf(&b, "%d checks: %d passed, %d failed, %d skipped (%s)\n", len(r.Results), passed, failed, skipped, r.Duration.Round(time.Millisecond))
 	if failed > 0 {

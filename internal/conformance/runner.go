@@ -159,6 +159,9 @@ func (r *runner) with(mod *host.Module, call func() *outcome) *outcome {
 }
 
 func (r *runner) pass(rule, name string) {
+	if r.capped() {
+		return
+	}
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name})
 }
 
@@ -167,6 +170,9 @@ func (r *runner) skip(rule, name, why string) {
 }
 
 func (r *runner) fail(rule, name, why string, trace []Exchange) {
+	if r.capped() {
+		return
+	}
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why, Trace: trace})
 }
 
@@ -176,6 +182,9 @@ func (r *runner) fail(rule, name, why string, trace []Exchange) {
 func (r *runner) check(rule, name, why string, o *outcome) bool {
 	if o.retries > 0 {
 		name += fmt.Sprintf(" (called %d more times after RetryAfter)", o.retries)
+	}
+	if r.capped() {
+		return false
 	}
 	if o.overran {
 		rule, why = RuleCallDeadline, deadlineEvidence{method: o.method, elapsed: o.elapsed, timeout: o.timeout}.String()
@@ -192,6 +201,20 @@ func (r *runner) check(rule, name, why string, o *outcome) bool {
 	r.report.Results = append(r.report.Results, Result{Rule: rule, Name: name, Failure: why + "\nmodule answered: " + o.String(),
 		Trace: o.trace, Duration: o.elapsed})
 	return false
+}
+
+// capped reports whether the run reached its cap on requests, and
+// records that once: what runs after it is not scored.
+func (r *runner) capped() bool {
+	if _, capped := r.ic.Sent(); !capped {
+		return false
+	}
+	if !r.cappedNoted {
+		r.cappedNoted = true
+		r.report.Results = append(r.report.Results, Result{Rule: FaultChecks, Name: "the rest of the run",
+			Skipped: "not run: the run reached its cap on requests to the cloud (-max-requests)"})
+	}
+	return true
 }
 
 // judged records the clean call c, judged by the rules, as a check of

@@ -237,8 +237,9 @@ type SpecLoadBalancerList struct {
 // SpecOtherCluster is how the suite runs the module for another cluster in
 // the same cloud account.
 type SpecOtherCluster struct {
-	// ClusterName is the other cluster's; default
-	// wasmccm-conformance-other.
+	// ClusterName is the other cluster's; default this cluster's name
+	// with -other appended, so that a listing that matches the cluster
+	// by prefix names its load balancer.
 	ClusterName string `json:"clusterName,omitempty"`
 	// ProviderConfig, when set, replaces the cloud-config's
 	// providerConfig for the other cluster: for a module that takes its
@@ -254,11 +255,8 @@ func (l SpecLoadBalancerList) seed() int {
 	return *l.Seed
 }
 
-func (o SpecOtherCluster) name() string {
-	if o.ClusterName == "" {
-		return "wasmccm-conformance-other"
-	}
-	return o.ClusterName
+func (o SpecOtherCluster) name(cluster string) string {
+	return cmp.Or(o.ClusterName, cluster+"-other")
 }
 
 // ReadSpec reads and checks a test-spec file.

@@ -48,10 +48,10 @@ limitedCredentials: {dir: readonly}
 	}
 
 	s, err = ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: 50, foreign: [by-hand], otherCluster: {clusterName: c2, providerConfig: {clusterID: c2}}}}\n"))
-	if l := s.LoadBalancer.List; err != nil || l.seed() != 50 || l.Foreign[0] != "by-hand" || l.OtherCluster.name() != "c2" || string(l.OtherCluster.ProviderConfig) != `{"clusterID":"c2"}` {
+	if l := s.LoadBalancer.List; err != nil || l.seed() != 50 || l.Foreign[0] != "by-hand" || l.OtherCluster.name("kubernetes") != "c2" || string(l.OtherCluster.ProviderConfig) != `{"clusterID":"c2"}` {
 		t.Fatalf("loadBalancer.list: %v %+v", err, s)
 	}
-	if s, _ := ReadSpec(writeSpec(t, "nodes: []\n")); s.LoadBalancer.List.seed() != 2 || s.LoadBalancer.List.OtherCluster.name() != "wasmccm-conformance-other" {
+	if s, _ := ReadSpec(writeSpec(t, "nodes: []\n")); s.LoadBalancer.List.seed() != 2 || s.LoadBalancer.List.OtherCluster.name("prod") != "prod-other" {
 		t.Errorf("loadBalancer.list defaults: %+v", s.LoadBalancer.List)
 	}
 	if _, err := ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: -1}}\n")); err == nil {

@@ -69,6 +69,9 @@ type Options struct {
 	// Rate paces the requests sent to the cloud, per second; 0 sends them
 	// at once. The cloud's own 429s are waited out whatever the rate.
 	Rate float64
+	// MaxRequests caps the requests sent to the cloud; 0 sends them all.
+	// Checks after the cap is reached are skipped, not scored.
+	MaxRequests int
 }
 
 // Run runs every check. An error means the module could not be run at all.
@@ -77,7 +80,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	r := &runner{ctx: ctx, spec: opts.Spec, wasm: opts.Wasm, cluster: cmp.Or(opts.Host.ClusterName, "kubernetes"), ic: NewInterceptor(opts.Secrets), secrets: opts.Secrets,
 		report: &Report{Module: opts.Name, secrets: opts.Secrets}}
 	r.ic.SetRate(opts.Rate)
-	defer func() { r.report.Throttled = r.ic.Throttled() }()
+	r.ic.SetMaxRequests(opts.MaxRequests)
+	defer func() {
+		r.report.Throttled = r.ic.Throttled()
+		r.report.Requests, r.report.Capped = r.ic.Sent()
+		r.report.MaxRequests = opts.MaxRequests
+	}()
 	if r.spec == nil {
 		r.spec = &Spec{}
 	}
@@ -162,6 +170,8 @@ type runner struct {
 	// calls counts the calls made; slowest is the one that took longest.
 	calls   int
 	slowest *outcome
+	// cappedNoted says the report has the line for the request cap.
+	cappedNoted bool
 	// limited runs the module with the spec's limited credentials.
 	limited *host.Module
 	spec    *Spec

@@ -22,6 +22,24 @@ func TestRawReadsOffByDefault(t *testing.T) {
 	}
 }
 
+// TestMaxRequests: test says what a run may cost before it starts, and
+// with -max-requests sends no more than that, skips the checks after and
+// passes what it scored; the report says how many it sent.
+func TestMaxRequests(t *testing.T) {
+	config, spec := conformancetest.Simcloud(t, "", "")
+	module := conformancetest.Module(t, "../../modules/simcloud/module", wasmbuild.Go)
+	code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-max-requests", "40", "-config", config, "-spec", spec, module)
+	if code != 0 || !strings.Contains(errOut, "wasmccm test: at most 40 requests to the cloud (-max-requests); each checked call runs once clean") ||
+		!strings.Contains(out, "\nsent 40 requests to the cloud\nstopped sending at the cap of 40 requests (-max-requests): the checks after it are skipped\n") ||
+		!strings.Contains(out, "SKIP faults               the rest of the run: not run: the run reached its cap") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, module)
+	if code != 0 || !strings.Contains(errOut, "wasmccm test: no cap on requests to the cloud (-max-requests N sets one)") || strings.Contains(out, "stopped sending") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestOptionalExportsShown: validate, test and call -trace show the
 // lister next to the capabilities, and call of an optional export the
 // module lacks says so and what it has.

@@ -224,6 +224,8 @@ func AWS(t testing.TB) (config, spec string) {
 			in.PrivateDNSName, providerID, in.Zone, state == "stopped", in.PrivateIP)
 	}
 	spec += "- {name: deleted, providerID: \"aws:///us-east-1a/i-0000000000000dead\", exists: false}\n"
+	// A name no instance has: NotFound, an error to the host, never gone.
+	spec += "- {name: ip-10-9-9-9.ec2.internal, expectError: NotFound}\n"
 	spec += "- {name: foreign, providerID: \"hcloud://1\", expectError: Error}\n"
 	// Load balancers the module did not make, created with the official
 	// client: one by hand, without tags, and one as the official CCM

@@ -33,6 +33,8 @@
 //	                 cloud fails
 //	list-any-cluster ListLoadBalancers ignores the cluster: it lists every
 //	                 load balancer with a Service UID
+//	list-prefix      ListLoadBalancers takes a cluster tag that starts with
+//	                 the cluster's name for the cluster's
 //	list-short-on-error  ListLoadBalancers answers an empty list when the
 //	                 cloud fails
 //	list-untagged    ListLoadBalancers also lists load balancers without
@@ -298,6 +300,8 @@ func (p *provider) ListLoadBalancers(ctx context.Context, cluster string) ([]abi
 		switch p.bug {
 		case "list-any-cluster":
 			ours = true
+		case "list-prefix":
+			ours = strings.HasPrefix(lb.Tags[simcloud.TagCluster], cluster)
 		case "list-untagged":
 			if uid == "" {
 				uid, ours = lb.Name, ours || len(lb.Tags) == 0
