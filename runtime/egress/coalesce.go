@@ -104,17 +104,13 @@ func markable(method string) bool {
 	return readMethod(method) || method == http.MethodPost || method == "QUERY"
 }
 
-// hasReadOnlyMark reports a request that carries abi.HeaderReadOnly.
-func hasReadOnlyMark(req *abi.HTTPRequest) bool {
-	return slices.ContainsFunc(req.Headers, func(h abi.Header) bool { return strings.EqualFold(h.Name, abi.HeaderReadOnly) })
-}
-
 // markedReadOnly reports a request marked with abi.HeaderReadOnly, whatever
 // its value, on a method the mark is accepted on: a wrong value fails the
 // request (newRequest), and a request that fails is no write either. A
 // marked request of another method is a write, never joined, and fails.
 func markedReadOnly(req *abi.HTTPRequest) bool {
-	return markable(req.Method) && hasReadOnlyMark(req)
+	return markable(req.Method) &&
+		slices.ContainsFunc(req.Headers, func(h abi.Header) bool { return strings.EqualFold(h.Name, abi.HeaderReadOnly) })
 }
 
 // coalesceKey identifies a read by everything the cloud sees of it except
