@@ -342,6 +342,26 @@ func TestLoadBalancerBadInput(t *testing.T) {
 	}
 }
 
+// A call with a deadline, the host's, waits on a slow action until
+// shortly before it, however short callTimeout is, and answers RetryAfter
+// before it.
+func TestSlowActionWaitsForTheCallsDeadline(t *testing.T) {
+	const callTimeout, deadline = 200 * time.Millisecond, 1500 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	e := newEnv(t, `{"callTimeout": "200ms", "loadBalancers": {"location": "fsn1"}}`, hcloudfake.Options{ActionPolls: 1000})
+	svc := testService("uid-deadline", nil, abi.ServicePort{Protocol: "TCP", Port: 80, NodePort: 30080})
+	start := time.Now()
+	_, err := e.p.EnsureLoadBalancer(ctx, "test", svc, nil)
+	took := time.Since(start)
+	if outcome(err) != abi.StatusRetryAfter || ctx.Err() != nil {
+		t.Fatalf("EnsureLoadBalancer with a slow action: %v (status %v) after %s; want RetryAfter before the %s deadline", err, outcome(err), took, deadline)
+	}
+	if took < 2*callTimeout {
+		t.Fatalf("the call stopped waiting after %s, by callTimeout (%s), not by its %s deadline", took, callTimeout, deadline)
+	}
+}
+
 // An action that outlives the call's deadline, or the configured call
 // timeout inside a module that is told no deadline, is a RetryAfter, not a
 // failure, and the next call finds the load balancer instead of making a

@@ -19,7 +19,7 @@
 //	  "addressFamily": "ipv4",                   // ipv4, ipv6 or dualstack (HCLOUD_INSTANCES_ADDRESS_FAMILY)
 //	  "zoneLabel": true,                         // set the zone label (HCLOUD_INSTANCES_ZONE_LABEL_ENABLED)
 //	  "requestTimeout": "10s",
-//	  "callTimeout": "20s",                      // below the CCM's limits.callTimeout; see below
+//	  "callTimeout": "20s",                      // only on a host that gives no deadline; see below
 //	  "serverCacheMaxAge": "10s",                // how old the server snapshot may be (HCLOUD_SERVER_CACHE_TTL); "off": none
 //	  "loadBalancers": {
 //	    "location": "fsn1", "networkZone": "", "type": "lb11", "algorithmType": "",
@@ -29,11 +29,12 @@
 //	}
 //
 // Load balancer and route changes are asynchronous actions, which the
-// provider waits for. A module is not told its call's deadline, so
-// callTimeout bounds each load balancer and route call instead: actions
-// still running then make the call return RetryAfter, and the next call
-// carries on from what is done. Keep it below the CCM's limits.callTimeout
-// (30s by default), which ends the call without an answer.
+// provider waits for until shortly before the call's deadline, which the
+// host gives the module (sdk/export/deadline): actions still running then
+// make the call return RetryAfter, and the next call carries on from what
+// is done. On a host too old to give a deadline (ABI revision 3 and
+// older), callTimeout stands in for it; keep it below that host's
+// limits.callTimeout, which ends the call without an answer.
 //
 // Hetzner Robot (dedicated) servers are not supported: their provider IDs
 // are answered with an error, never with "does not exist".
@@ -69,7 +70,8 @@ type Provider struct {
 	api  rest.Client
 	cfg  config
 
-	// callTimeout bounds load balancer and route calls.
+	// callTimeout bounds load balancer and route calls that have no
+	// deadline of their own.
 	callTimeout time.Duration
 	// networkID caches the configured network's ID once resolved.
 	networkID int64
@@ -82,6 +84,11 @@ type Provider struct {
 // defaultCallTimeout leaves a third of the CCM's default 30s call timeout
 // for the answer to travel and for slow requests.
 const defaultCallTimeout = 20 * time.Second
+
+// maxAnswerReserve is the most of a call's time kept back from the cloud
+// for the answer: the host stops a call at its deadline, and a call
+// stopped there answered nothing, not even RetryAfter.
+const maxAnswerReserve = time.Second
 
 var (
 	_ sdk.Provider           = (*Provider)(nil)
@@ -200,14 +207,15 @@ func positiveDuration(field, value string, def time.Duration) (time.Duration, er
 	return d, nil
 }
 
-// bounded returns ctx with the call timeout applied, unless its own
-// deadline is sooner.
+// bounded returns ctx with the deadline by which the provider stops
+// waiting on the cloud: the call's own, less a tenth of the time left (a
+// second at most) for the answer, or callTimeout from now for a call
+// without one.
 func (p *Provider) bounded(ctx context.Context) context.Context {
-	deadline := time.Now().Add(p.callTimeout)
-	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
-		return ctx
+	if d, ok := ctx.Deadline(); ok {
+		return deadlineContext{ctx, d.Add(-min(time.Until(d)/10, maxAnswerReserve))}
 	}
-	return deadlineContext{ctx, deadline}
+	return deadlineContext{ctx, time.Now().Add(p.callTimeout)}
 }
 
 // deadlineContext adds a deadline to a context without the timer that

@@ -108,7 +108,7 @@ func diffRun(t *testing.T, impl, official string) map[string]string {
 		if _, err := wasmbuild.TinyGoPath(); err == nil {
 			tc = wasmbuild.TinyGo
 		}
-		providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
+		providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
 		e = &hcloudEnv{env: startModule(t, hcloudModule, tc, srv.URL, providerConfig, nil), fake: fake, network: network}
 	} else {
 		// Configured through its environment, as its documentation says.

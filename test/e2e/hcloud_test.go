@@ -48,7 +48,7 @@ func TestHcloud(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, callTimeout: 8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
+	providerConfig := fmt.Sprintf("{endpoint: %q, tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}", srv.URL+"/v1")
 	e := &hcloudEnv{env: startModule(t, hcloudModule, tc, srv.URL, providerConfig, nil), fake: fake, network: network}
 	t.Run("NodeInitialization", e.testNodeInitialization)
 	t.Run("NodeLifecycle", e.testNodeLifecycle)
@@ -258,10 +258,10 @@ func (e *hcloudEnv) testRoutes(t *testing.T) {
 	})
 }
 
-// testSlowActions keeps actions running longer than the module's
-// callTimeout: the module answers RetryAfter instead of running into the
-// CCM's call timeout, and once the cloud is fast again the Service gets
-// its one load balancer.
+// testSlowActions keeps actions running longer than the CCM's call
+// timeout: the module, told the call's deadline by the host, answers
+// RetryAfter before it instead of being stopped there, and once the cloud
+// is fast again the Service gets its one load balancer.
 func (e *hcloudEnv) testSlowActions(t *testing.T) {
 	ctx := context.Background()
 	creates := e.fake.Requests()["POST /v1/load_balancers"]

@@ -9,6 +9,7 @@ package main
 import (
 	"github.com/wasmccm/wasmccm/modules/hcloud"
 	"github.com/wasmccm/wasmccm/modules/sdk"
+	_ "github.com/wasmccm/wasmccm/modules/sdk/export/deadline" // wait on the cloud until the host's deadline
 	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
 	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancerlist"
