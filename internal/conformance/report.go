@@ -38,7 +38,7 @@ type Report struct {
 	Requests    int
 	Capped      bool
 	MaxRequests int
-	secrets []string
+	secrets     []string
 }
 
 // Failed counts the failed checks.
