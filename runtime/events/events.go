@@ -127,3 +127,13 @@ const (
 	// outside its own prefix; the answer is not used.
 	ModuleAnswerRefused Warning = "ModuleAnswerRefused"
 )
+
+// Events of a CCM serving several modules (runtime/multimodule), on the
+// CCM's Pod.
+const (
+	// ModuleStartFailed: a module could not start (its file missing or
+	// refused, and no last-known-good); its Nodes and Services wait while
+	// the other modules serve, and its start is tried again after 10 s,
+	// the wait doubling up to 5 minutes. Recorded at each try.
+	ModuleStartFailed Warning = "ModuleStartFailed"
+)

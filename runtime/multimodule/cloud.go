@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -58,14 +59,28 @@ type Served struct {
 // routes by the one module the cloud-config names.
 type Cloud struct {
 	routing *Routing
-	modules []Served
-	byName  map[string]*provider.Cloud
 	routes  string
+
+	// mu guards modules' Cloud, nil until the module started (start.go),
+	// and what a module started late is given (initialized, informers).
+	mu      sync.Mutex
+	modules []Served
+	// initialized is set by Initialize, with its arguments.
+	initialized   bool
+	clientBuilder cloudprovider.ControllerClientBuilder
+	stop          <-chan struct{}
+	informers     informers.SharedInformerFactory
+	// startFailed holds why each module not started yet failed.
+	startFailed map[string]error
+	// cancel stops the retried starts.
+	cancel context.CancelFunc
 
 	// stalls pauses a module whose Node calls stall (stall.go).
 	stalls map[string]*stallGuard
 
 	recorder record.EventRecorder
+	// pod receives the Events about modules; nil when not known.
+	pod *v1.ObjectReference
 	// notRouted keeps a Node without a module from flooding its Events.
 	notRouted *reportgate.Gate
 }
@@ -108,20 +123,25 @@ func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.In
 	})
 }
 
-// Start starts every module of cfg. A module that cannot start stops the
-// CCM with the reasons, as the one module of a CCM does: its Nodes and
-// Services would otherwise be served by nobody, silently. reread, when
-// set, returns the cloud-config as it is now, for modules that follow a
-// changed module.image.
+// Start starts every module of cfg. A module that cannot start stops only
+// its own work: its Nodes and Services wait, with an Event and a metric,
+// while its start is tried again (start.go), and the other modules serve.
+// When no module can start, Start fails with the reasons, as the one
+// module of a CCM does. reread, when set, returns the cloud-config as it
+// is now, for modules that follow a changed module.image.
 func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*Config, error)) (*Cloud, error) {
-	c := &Cloud{routing: NewRouting(cfg), byName: map[string]*provider.Cloud{}, routes: cfg.Routes,
-		stalls: map[string]*stallGuard{}, notRouted: reportgate.New(notRoutedEvery)}
+	c := &Cloud{routing: NewRouting(cfg), routes: cfg.Routes, stalls: map[string]*stallGuard{},
+		notRouted: reportgate.New(notRoutedEvery), startFailed: map[string]error{}}
 	worst := make([]int, len(cfg.Modules))
 	total := 0
 	for i, m := range cfg.Modules {
 		worst[i] = worstCaseMiB(m, kube != nil)
 		total += worst[i]
+		c.modules = append(c.modules, Served{Name: m.Name, ServesNodes: m.Nodes.serves(), ServesLoadBalancers: m.LoadBalancers.serves()})
+		c.stalls[m.Name] = &stallGuard{module: m.Name, now: time.Now}
 	}
+	starts := make([]func() error, len(cfg.Modules))
+	var errs []error
 	for i := range cfg.Modules {
 		m := &cfg.Modules[i]
 		opts := provider.Options{Name: m.Name, Kube: kube, OtherModulesMiB: total - worst[i], Owns: c.owns(m.Name)}
@@ -138,22 +158,20 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 				return nil, fmt.Errorf("module %s is no longer in the cloud-config", name)
 			}
 		}
-		cloud, err := provider.Start(ctx, &m.Config, opts)
-		if err == nil {
-			err = capable(cloud, *m, cfg.Routes == m.Name)
+		starts[i] = func() error { return c.startModule(ctx, i, *m, opts, cfg.Routes == m.Name) }
+		if err := starts[i](); err != nil {
+			errs = append(errs, err)
 		}
-		if err != nil {
-			c.Close(ctx)
-			if cloud != nil {
-				cloud.Close(ctx)
-			}
-			return nil, fmt.Errorf("module %s: %w", m.Name, err)
+	}
+	if len(errs) == len(cfg.Modules) {
+		return nil, errors.Join(errs...)
+	}
+	retryCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	for i, m := range cfg.Modules {
+		if c.module(m.Name) == nil {
+			go c.retryStart(retryCtx, m.Name, starts[i])
 		}
-		c.modules = append(c.modules, Served{Name: m.Name, Cloud: cloud, ServesNodes: m.Nodes.serves(), ServesLoadBalancers: m.LoadBalancers.serves()})
-		c.byName[m.Name] = cloud
-		c.stalls[m.Name] = &stallGuard{module: m.Name, now: time.Now}
-		klog.InfoS("module started", "module", m.Name, "providerIDPrefix", m.Nodes.ProviderIDPrefix,
-			"loadBalancerClasses", m.LoadBalancers.Classes, "defaultLoadBalancer", m.LoadBalancers.Default)
 	}
 	return c, nil
 }
@@ -188,42 +206,82 @@ func (c *Cloud) owns(module string) func(*v1.Node) bool {
 	}
 }
 
-// Modules lists the modules in the cloud-config's order.
-func (c *Cloud) Modules() []Served { return c.modules }
+// Modules lists the modules started so far, in the cloud-config's order.
+func (c *Cloud) Modules() []Served {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Served
+	for _, m := range c.modules {
+		if m.Cloud != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// module returns the module named name, nil until it started.
+func (c *Cloud) module(name string) *provider.Cloud {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.modules {
+		if m.Name == name {
+			return m.Cloud
+		}
+	}
+	return nil
+}
 
 // Routing is the cloud-config's routing.
 func (c *Cloud) Routing() *Routing { return c.routing }
 
 // Initialize starts each module's Events and reload, and the Events about
-// Nodes no module serves.
+// Nodes no module serves and modules that did not start. A module started
+// later is initialized as it starts.
 func (c *Cloud) Initialize(clientBuilder cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
+	var recorder record.EventRecorder
+	if clientBuilder != nil {
+		if client, err := clientBuilder.Client("wasm-cloud-provider"); err != nil {
+			klog.ErrorS(err, "events about unrouted Nodes and modules not started disabled")
+		} else {
+			recorder = events.NewRecorder(client)
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.initialized, c.clientBuilder, c.stop, c.recorder = true, clientBuilder, stop, recorder
+	if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
+		c.pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
+	}
 	for _, m := range c.modules {
-		m.Cloud.Initialize(clientBuilder, stop)
+		if m.Cloud != nil {
+			m.Cloud.Initialize(clientBuilder, stop)
+		} else {
+			c.reportStartFailedLocked(m.Name, c.startFailed[m.Name])
+		}
 	}
-	if clientBuilder == nil {
-		return
-	}
-	client, err := clientBuilder.Client("wasm-cloud-provider")
-	if err != nil {
-		klog.ErrorS(err, "events about unrouted Nodes disabled")
-		return
-	}
-	c.recorder = events.NewRecorder(client)
 }
 
 // SetInformers gives every module the Node cache, and reports the Nodes
-// no module serves from it.
+// no module serves from it. A module started later gets it as it starts.
 func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
+	c.mu.Lock()
+	c.informers = factory
 	for _, m := range c.modules {
-		m.Cloud.SetInformers(factory)
+		if m.Cloud != nil {
+			m.Cloud.SetInformers(factory)
+		}
 	}
+	c.mu.Unlock()
 	c.reportUnrouted(factory.Core().V1().Nodes().Informer())
 }
 
-// Close releases every module.
+// Close stops the retried starts and releases every module.
 func (c *Cloud) Close(ctx context.Context) error {
+	if c.cancel != nil {
+		c.cancel()
+	}
 	var errs []error
-	for _, m := range c.modules {
+	for _, m := range c.Modules() {
 		errs = append(errs, m.Cloud.Close(ctx))
 	}
 	return errors.Join(errs...)
@@ -249,7 +307,7 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, 
 
 // Routes are the routes module's, when the cloud-config names one.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
-	if m := c.byName[c.routes]; m != nil {
+	if m := c.module(c.routes); m != nil {
 		return m.Routes()
 	}
 	return nil, false
@@ -266,18 +324,19 @@ func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 // own, whose load balancers get the Nodes LoadBalancerRule.Targets says.
 func (c *Cloud) LoadBalancers() map[string]cloudprovider.Interface {
 	out := map[string]cloudprovider.Interface{}
-	for _, m := range c.modules {
-		lb, ok := m.Cloud.LoadBalancer()
-		if !m.ServesLoadBalancers || !ok {
+	for i := range c.modules {
+		m := &c.modules[i] // Name and ServesLoadBalancers only: Cloud is c.mu's
+		if !m.ServesLoadBalancers {
 			continue
 		}
+		var lb cloudprovider.LoadBalancer = moduleLB{c: c, name: m.Name}
 		if !c.routing.TargetsAll(m.Name) {
 			lb = ownTargets{LoadBalancer: lb, owns: c.owns(m.Name)}
 		}
 		if c.routing.lbDefault == m.Name {
 			lb = lostClass{LoadBalancer: lb, c: c, self: m.Name}
 		}
-		out[m.Name] = lbCloud{Interface: m.Cloud, lb: lb}
+		out[m.Name] = lbCloud{Interface: c, lb: lb}
 	}
 	return out
 }
@@ -362,7 +421,7 @@ func (l lostClass) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 // its load balancer, deletes it.
 func (c *Cloud) holders(ctx context.Context, clusterName string, svc *v1.Service, self string) []Served {
 	var out []Served
-	for _, m := range c.modules {
+	for _, m := range c.Modules() {
 		if m.Name == self || !m.ServesLoadBalancers {
 			continue
 		}
@@ -400,11 +459,15 @@ func (i instancesV2) moduleFor(node *v1.Node) (string, cloudprovider.InstancesV2
 		// showed it; its own module's controllers will see it.
 		return "", nil, fmt.Errorf("node %s is served by module %s, not %s", node.Name, name, i.module)
 	}
+	m := c.module(name)
+	if m == nil {
+		return "", nil, fmt.Errorf("node %s: %w", node.Name, c.notStarted(name))
+	}
 	guard := c.stalls[name]
 	if err := guard.admit(); err != nil {
 		return "", nil, err
 	}
-	instances, _ := c.byName[name].InstancesV2() // checked at start
+	instances, _ := m.InstancesV2() // checked at start
 	return name, guardedInstances{instances, guard}, nil
 }
 
@@ -438,8 +501,11 @@ func (c *Cloud) reportNode(node *v1.Node, reason events.Reason, message string) 
 		return
 	}
 	klog.InfoS(message, "node", node.Name, "reason", reason.String())
-	if c.recorder != nil {
-		events.Record(c.recorder, &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}, reason, message)
+	c.mu.Lock()
+	recorder := c.recorder
+	c.mu.Unlock()
+	if recorder != nil {
+		events.Record(recorder, &v1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node.Name, UID: node.UID}, reason, message)
 	}
 }
 

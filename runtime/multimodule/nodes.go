@@ -38,7 +38,8 @@ func NodeServers(cloud cloudprovider.Interface, nodes coreinformers.NodeInformer
 		return []NodeServer{{Cloud: cloud, Nodes: nodes}}
 	}
 	var out []NodeServer
-	for _, m := range c.modules {
+	for i := range c.modules {
+		m := &c.modules[i] // Name and ServesNodes only: Cloud is c.mu's
 		if !m.ServesNodes {
 			continue
 		}
