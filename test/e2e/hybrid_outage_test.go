@@ -4,7 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,7 +37,8 @@ func (h *hangSwitch) wrap(next http.Handler) http.Handler {
 // outageModules is two clouds with the default limits (callTimeout 30s,
 // http.timeout 10s) and the orphan sweep on: sim serves the Nodes
 // labelled wasmccm.io/cloud=sim and the Services without class, hcloud
-// the Nodes named hc-* and the class example.com/hcloud.
+// the Nodes named hc-* and the class example.com/hcloud. hcloud keeps no
+// last-known-good, so that without its file it cannot start.
 func outageModules(s hybridSetup) string {
 	return fmt.Sprintf(`clusterName: e2e
 modules:
@@ -51,7 +55,7 @@ modules:
 - name: hcloud
   nodes: {providerIDPrefix: "hcloud://", namePattern: "hc-*"}
   loadBalancers: {classes: [%[6]s]}
-  module: {path: %[7]s, compilationCacheDir: %[3]s}
+  module: {path: %[7]s, compilationCacheDir: %[3]s, lastKnownGood: {disabled: true}}
   http: {allowedOrigins: [%[8]q]}
   credentials: {dir: %[9]s, auth: [{name: token, origins: [%[8]q], bearer: {key: token}}]}
   providerConfig: {endpoint: "%[8]s/v1", tokenCredential: token, network: k8s, loadBalancers: {location: fsn1}}
@@ -126,6 +130,40 @@ func TestHybridOutage(t *testing.T) {
 	}
 
 	t.Run("ClassServiceSwitchedWhileDown", func(t *testing.T) { h.testSwitchedWhileDown(t, web) })
+	t.Run("ModuleThatCannotStart", h.testModuleCannotStart)
+}
+
+// testModuleCannotStart restarts the CCM with the hcloud module's file
+// gone: sim serves its new Node, hcloud's new Node waits with a
+// ModuleStartFailed Event on the CCM's Pod, and once the file is back the
+// retried start initializes it.
+func (h *hybridEnv) testModuleCannotStart(t *testing.T) {
+	h.ccm.stop()
+	// The module's directory as the kubelet mounts a ConfigMap: the file
+	// is reached through "..data".
+	data := filepath.Join(h.hc.dir, "module", "..data")
+	if err := os.Rename(data, data+".away"); err != nil {
+		t.Fatal(err)
+	}
+	h.ccm = startCCM(t, h.dir, "ccm-without-hcloud", h.flags)
+	h.hc.addServerAndNode("hc-late", "nbg1", "10.244.140.0/24")
+	took := h.simNodeTimes(t, "sim-alone", 141, 1, 0)
+	t.Logf("module sim's Node initialized in %v while module hcloud could not start", took[0])
+	eventually(t, 30*time.Second, "a ModuleStartFailed Event naming module hcloud", func() (bool, error) {
+		for _, ev := range h.events(t, podNamespace, "Pod", "ModuleStartFailed") {
+			if strings.HasPrefix(ev.Message, "module hcloud: ") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if n, err := h.getNode("hc-late"); err != nil || !hasTaint(n, uninitializedTaint.Key) {
+		t.Fatalf("hc-late while its module could not start: %v, %v; want it waiting", n, err)
+	}
+	if err := os.Rename(data+".away", data); err != nil {
+		t.Fatal(err)
+	}
+	h.waitInitialized(t, "hc-late")
 }
 
 // simNodeTimes registers n Nodes of module sim, every gap, with pod CIDRs
