@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"syscall"
@@ -74,6 +76,10 @@ type Exchange struct {
 	// RequestBody and ResponseBody are the bodies, credentials redacted
 	// and cut to maxBodyShown bytes, for the failure report.
 	RequestBody, ResponseBody string
+	// Form is the whole request body of a form-encoded request (a query
+	// API's), parsed, credentials redacted: the judges read the Action
+	// and the names in it.
+	Form url.Values
 	// CloudThrottled records that the cloud itself (not the suite)
 	// answered 429 and the module saw it: the interceptor could not wait
 	// it out within the call's deadline.
@@ -99,7 +105,11 @@ func (e Exchange) String() string {
 	if e.CloudThrottled {
 		answer += " [the cloud's own rate limit]"
 	}
-	return fmt.Sprintf("%s %s -> %s in %s", e.Method, e.URL, answer, e.Duration.Round(time.Microsecond))
+	action := ""
+	if a := queryAction(e); a != "" {
+		action = " (Action=" + a + ")"
+	}
+	return fmt.Sprintf("%s %s%s -> %s in %s", e.Method, e.URL, action, answer, e.Duration.Round(time.Microsecond))
 }
 
 // Bodies returns the exchange's request and response bodies as report
@@ -282,6 +292,9 @@ func (i *Interceptor) RoundTrip(req *http.Request) (*http.Response, error) {
 	raw := req.URL.String()
 	ex := Exchange{Method: req.Method, URL: Redact(raw, i.secrets), Duration: time.Since(start),
 		RequestBody: i.shown(reqBody)}
+	if ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
+		ex.Form, _ = url.ParseQuery(Redact(string(reqBody), i.secrets))
+	}
 	ex.secretInURL = ex.URL != raw
 	if injected {
 		ex.Injected = fault

@@ -233,13 +233,14 @@ func routeLost(c *callCase) evidence {
 }
 
 // destroys reports whether ex asks the cloud to destroy something: a
-// DELETE, or a POST to an action whose name says delete or remove
-// (POST /networks/4/actions/delete_route). The suite knows no cloud's API:
-// the HTTP method is the one structured sign of intent, and action-style
-// APIs name the verb in the path's last segment. The name test can only
-// widen what counts as the cloud's word for a delete; an action named
-// otherwise, or one a query API names in a parameter
-// (POST /?Action=DeleteRoute), is not taken for a destroying request.
+// DELETE, a POST to an action whose name says delete or remove
+// (POST /networks/4/actions/delete_route), or a query API request whose
+// Action does (Action=DeleteLoadBalancer). The suite knows no cloud's
+// API: the HTTP method is the one structured sign of intent, and
+// action-style APIs name the verb in the path's last segment or the
+// Action. The name test can only widen what counts as the cloud's word
+// for a delete; an action named otherwise is not taken for a destroying
+// request.
 func destroys(ex Exchange) bool {
 	if ex.Method == "DELETE" {
 		return true
@@ -263,20 +264,28 @@ func destroyingVerb(name string) bool {
 }
 
 // queryAction is the Action of a query API request (AWS's EC2 and ELB):
-// in the URL's query, or in a form-encoded POST body, which the suite
-// records from its start, where the SDKs put Action; "" for any other
-// request.
+// in the URL's query, or in a form-encoded body; "" for any other request.
+// A body recorded without its content type (a trace written by hand)
+// is read as a form when it starts with Action=, as the SDKs write it.
 func queryAction(ex Exchange) string {
 	if u, err := url.Parse(ex.URL); err == nil {
 		if action := u.Query().Get("Action"); action != "" {
 			return action
 		}
 	}
-	if ex.Method != "POST" || !strings.HasPrefix(ex.RequestBody, "Action=") {
-		return ""
+	return form(ex).Get("Action")
+}
+
+// form is the request's form-encoded body, parsed; nil for another body.
+func form(ex Exchange) url.Values {
+	if ex.Form != nil {
+		return ex.Form
 	}
-	action, _, _ := strings.Cut(strings.TrimPrefix(ex.RequestBody, "Action="), "&")
-	return action
+	if ex.Method == "POST" && strings.HasPrefix(ex.RequestBody, "Action=") {
+		f, _ := url.ParseQuery(ex.RequestBody)
+		return f
+	}
+	return nil
 }
 
 // confirmedDestroyed reports whether the cloud itself, not the suite,
@@ -300,7 +309,8 @@ func cloudSaidGone(ex Exchange) bool {
 }
 
 // names reports whether the request ex names one of ids, as a segment of
-// its path or a value of its query.
+// its path, a value of its query or of its form body (a query API's
+// InstanceId.1=i-0001).
 func names(ex Exchange, ids []string) bool {
 	u, err := url.Parse(ex.URL)
 	if err != nil {
@@ -308,6 +318,9 @@ func names(ex Exchange, ids []string) bool {
 	}
 	parts := strings.Split(u.Path, "/")
 	for _, vs := range u.Query() {
+		parts = append(parts, vs...)
+	}
+	for _, vs := range form(ex) {
 		parts = append(parts, vs...)
 	}
 	return slices.ContainsFunc(parts, func(p string) bool { return p != "" && slices.Contains(ids, p) })

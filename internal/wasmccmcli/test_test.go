@@ -64,6 +64,22 @@ func TestOptionalExportsShown(t *testing.T) {
 	}
 }
 
+// TestCallTraceQueryAPI: call -trace of a query API's module shows each
+// request's Action and body, not only POST /.
+func TestCallTraceQueryAPI(t *testing.T) {
+	config, _ := conformancetest.AWS(t)
+	code, out, errOut := runCLI(t, `{"Name":"gone","ProviderID":"aws:///us-east-1a/i-0000000000000dead"}`, "call", "-trace", "-config", config,
+		conformancetest.Module(t, "../../modules/aws/module", wasmbuild.Go), "InstanceExists")
+	if code != 0 || out != "false\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	for _, want := range []string{"/ (Action=DescribeInstances) -> 400 (", "trace:   request body: Action=DescribeInstances&InstanceId.1=i-0000000000000dead&"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("trace lacks %q:\n%s", want, errOut)
+		}
+	}
+}
+
 // TestCallTrace: call -trace shows each request and log line of the call,
 // with the token redacted, and leaves the JSON answer alone on stdout.
 func TestCallTrace(t *testing.T) {

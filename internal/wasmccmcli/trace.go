@@ -41,12 +41,17 @@ func (r *callRecorder) mark() int { return r.ic.Mark() }
 
 // report prints, on one line, what the call named by call cost: the
 // requests made since mark and the time it took; with trace, each request
-// before it.
+// (with a query API's Action) and its body, credentials redacted, before
+// it.
 func (r *callRecorder) report(call string, mark int, took time.Duration) {
 	requests := r.ic.Since(mark)
 	if r.trace {
 		for _, ex := range requests {
+			// A query API's requests differ only in their bodies.
 			fmt.Fprintf(r.w, "trace: http %s\n", ex)
+			if ex.RequestBody != "" {
+				fmt.Fprintf(r.w, "trace:   request body: %s\n", ex.RequestBody)
+			}
 		}
 	}
 	noun := "requests"

@@ -83,6 +83,11 @@ type Request struct {
 	Query []Param
 	// Body is the JSON request body, if any.
 	Body []byte
+	// Form, if set, is the body instead, form-encoded
+	// (application/x-www-form-urlencoded): a query API's Action and
+	// parameters, POST / with Action=DescribeInstances&InstanceId.1=i-1.
+	// The answer is decoded as JSON all the same.
+	Form []Param
 	// NotFound says that a 404 means the object does not exist: it is then
 	// returned as an error wrapping sdk.ErrNotFound.
 	NotFound bool
@@ -187,7 +192,11 @@ func (c *Client) send(ctx context.Context, req *Request) (*abi.HTTPResponse, err
 	target := req.target()
 	hreq := &abi.HTTPRequest{Method: req.Method, URL: c.BaseURL + target, Body: req.Body}
 	hreq.Headers = append(make([]abi.Header, 0, 3), abi.Header{Name: "Accept", Value: "application/json"})
-	if req.Body != nil {
+	switch {
+	case req.Form != nil:
+		hreq.Body = appendParams(nil, req.Form)
+		hreq.Headers = append(hreq.Headers, abi.Header{Name: "Content-Type", Value: "application/x-www-form-urlencoded"})
+	case req.Body != nil:
 		hreq.Headers = append(hreq.Headers, abi.Header{Name: "Content-Type", Value: "application/json"})
 	}
 	if c.Credential != "" {
@@ -239,17 +248,22 @@ func (r *Request) target() string {
 	}
 	var buf [128]byte // on the stack for all but long URLs
 	b := append(buf[:0], r.Path...)
-	for i, p := range r.Query {
-		if i == 0 {
-			b = append(b, '?')
-		} else {
+	b = append(b, '?')
+	return string(appendParams(b, r.Query))
+}
+
+// appendParams appends params, escaped, as a query string or a form body
+// encodes them: name=value joined by &.
+func appendParams(b []byte, params []Param) []byte {
+	for i, p := range params {
+		if i > 0 {
 			b = append(b, '&')
 		}
 		b = appendEscaped(b, p.Name)
 		b = append(b, '=')
 		b = appendEscaped(b, p.Value)
 	}
-	return string(b)
+	return b
 }
 
 func (c *Client) decode(req *Request, resp *abi.HTTPResponse) error {

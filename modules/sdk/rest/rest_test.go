@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -96,6 +97,35 @@ func TestRequestBuilding(t *testing.T) {
 	}
 	if deadline, ok := r.Context().Deadline(); !ok || time.Until(deadline) > 5*time.Second {
 		t.Errorf("request deadline %v %v, want within the client's 5s", deadline, ok)
+	}
+}
+
+// TestFormRequest: a query API's request, its parameters form-encoded in
+// the body as the API's own SDKs send them (url.Values.Encode, which sorts
+// them; here in the order given), and its JSON answer decoded.
+func TestFormRequest(t *testing.T) {
+	rt := &roundTripper{fn: respond(200, map[string]string{"Content-Type": "application/json"}, `{"Instances":[{"Id":"i-1"}],"NextToken":"t2"}`)}
+	var out struct {
+		Instances []struct{ Id string }
+		NextToken string
+	}
+	_, err := client(rt).Do(context.Background(), &rest.Request{
+		What: "describing instances", Method: "POST", Path: "/",
+		Form: []rest.Param{{Name: "Action", Value: "DescribeInstances"}, {Name: "Filter.1.Value", Value: "a b&c=d/é"}, {Name: "NextToken", Value: "t1"}},
+		Body: []byte(`ignored`), Into: &out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Instances) != 1 || out.NextToken != "t2" {
+		t.Fatalf("decoded %+v", out)
+	}
+	form, err := url.ParseQuery(rt.body)
+	if err != nil || form.Get("Action") != "DescribeInstances" || form.Get("Filter.1.Value") != "a b&c=d/é" || form.Get("NextToken") != "t1" || len(form) != 3 {
+		t.Errorf("body %q: %v %v", rt.body, form, err)
+	}
+	if ct := rt.last.Header.Get("Content-Type"); ct != "application/x-www-form-urlencoded" || rt.last.URL.String() != "https://api.example.com/v2/" {
+		t.Errorf("Content-Type %q, URL %s", ct, rt.last.URL)
 	}
 }
 
