@@ -65,6 +65,9 @@ type Page struct {
 	Derived map[string][]byte
 	// Next is the number of the page to ask for next; 0 after the last.
 	Next int
+	// NextToken is, for a listing paged by token (TokenListFunc), the
+	// token to ask for the next page with; "" after the last.
+	NextToken string
 	// Total is how many items the cloud announced for the whole listing,
 	// or -1 when it announces none. The last page's is checked against
 	// the items listed: a listing that ends short is an error, because
@@ -76,11 +79,65 @@ type Page struct {
 // returns an error rather than a page it could not read whole.
 type ListFunc func(ctx context.Context, page int) (*Page, error)
 
+// TokenListFunc fetches one page of a listing that pages by token, as
+// query APIs do (NextToken) and cursor-paged ones: the first with token "",
+// each next one with the page before's NextToken. It returns an error
+// rather than a page it could not read whole.
+type TokenListFunc func(ctx context.Context, token string) (*Page, error)
+
+// pager fetches the pages of a listing paged by number or by token,
+// whichever is set.
+type pager struct {
+	byNumber ListFunc
+	byToken  TokenListFunc
+}
+
+// cursor is where a listing goes on: the number of the page (counted
+// from 1 for a listing paged by token too, for the progress and errors)
+// and, paged by token, its token. Page 0 is past the last.
+type cursor struct {
+	page  int
+	token string
+}
+
+func (p pager) fetch(ctx context.Context, c cursor) (*Page, error) {
+	if p.byToken != nil {
+		return p.byToken(ctx, c.token)
+	}
+	return p.byNumber(ctx, c.page)
+}
+
+// next is the cursor of the page after pg, read at c.
+func (p pager) next(c cursor, pg *Page) (cursor, error) {
+	if p.byToken != nil {
+		if pg.NextToken != "" && pg.NextToken == c.token {
+			return cursor{}, errors.New("cache: page " + strconv.Itoa(c.page) + " of the listing names its own token as the next")
+		}
+		if pg.NextToken == "" {
+			return cursor{}, nil
+		}
+		return cursor{page: c.page + 1, token: pg.NextToken}, nil
+	}
+	if pg.Next != 0 && pg.Next <= c.page {
+		return cursor{}, errors.New("cache: page " + strconv.Itoa(c.page) + " of the listing names page " + strconv.Itoa(pg.Next) + " as the next")
+	}
+	return cursor{page: pg.Next}, nil
+}
+
 // Collect reads every page of list in one go and returns them as one
 // page, keeping nothing: for a provider whose snapshot is switched off.
 func Collect(ctx context.Context, list ListFunc) (*Page, error) {
+	return collect(ctx, pager{byNumber: list})
+}
+
+// CollectByToken is Collect for a listing paged by token.
+func CollectByToken(ctx context.Context, list TokenListFunc) (*Page, error) {
+	return collect(ctx, pager{byToken: list})
+}
+
+func collect(ctx context.Context, p pager) (*Page, error) {
 	all := &Page{Derived: map[string][]byte{}}
-	err := readPages(ctx, list, 1, 0, func(pg *Page, _ int) error {
+	err := readPages(ctx, p, cursor{page: 1}, 0, func(pg *Page, _ cursor, _ int) error {
 		all.Items = append(all.Items, pg.Items...)
 		for k, v := range pg.Derived {
 			all.Derived[k] = append(all.Derived[k], v...)
@@ -90,33 +147,35 @@ func Collect(ctx context.Context, list ListFunc) (*Page, error) {
 	return all, err
 }
 
-// readPages reads list from page first on, with listed items already
-// read before it, handing each page to keep; the last page's Total must
-// match the items read.
-func readPages(ctx context.Context, list ListFunc, first, listed int, keep func(pg *Page, next int) error) error {
-	for page := first; ; {
-		pg, err := list(ctx, page)
+// readPages reads the listing from the cursor at on, with listed items
+// already read before it, handing each page to keep with the cursor of
+// the next (page 0 after the last) and the items read so far; the last
+// page's Total must match the items read.
+func readPages(ctx context.Context, p pager, at cursor, listed int, keep func(pg *Page, next cursor, listed int) error) error {
+	for {
+		pg, err := p.fetch(ctx, at)
 		if err != nil {
 			return err
 		}
 		if pg == nil {
-			return errors.New("cache: the listing returned no page " + strconv.Itoa(page))
+			return errors.New("cache: the listing returned no page " + strconv.Itoa(at.page))
 		}
 		listed += len(pg.Items)
-		if pg.Next != 0 && pg.Next <= page {
-			return errors.New("cache: page " + strconv.Itoa(page) + " of the listing names page " + strconv.Itoa(pg.Next) + " as the next")
+		next, err := p.next(at, pg)
+		if err != nil {
+			return err
 		}
-		if pg.Next == 0 && pg.Total >= 0 && pg.Total != listed {
+		if next.page == 0 && pg.Total >= 0 && pg.Total != listed {
 			return errors.New("cache: the cloud announced " + strconv.Itoa(pg.Total) + " items and listed " +
 				strconv.Itoa(listed) + "; the listing is incomplete")
 		}
-		if err := keep(pg, listed); err != nil {
+		if err := keep(pg, next, listed); err != nil {
 			return err
 		}
-		if pg.Next == 0 {
+		if next.page == 0 {
 			return nil
 		}
-		page = pg.Next
+		at = next
 	}
 }
 
@@ -139,8 +198,10 @@ type Snapshot struct {
 	Host sdk.Host
 	// Prefix names the snapshot, e.g. "servers".
 	Prefix string
-	// List fetches one page of the listing.
-	List ListFunc
+	// List fetches one page of the listing, by number; ListByToken, set
+	// instead, by token.
+	List        ListFunc
+	ListByToken TokenListFunc
 	// ResumeWithin is how long an interrupted listing may wait for a
 	// call to resume it before it starts over; one minute when zero.
 	ResumeWithin time.Duration
@@ -156,37 +217,38 @@ var ErrNotListed = errors.New("cache: not in the snapshot")
 // generation returns the generation of a listing at most maxAge old,
 // listing anew (once across instances) when there is none.
 func (s *Snapshot) generation(ctx context.Context, maxAge time.Duration) (string, error) {
-	if s.Host == nil || s.List == nil {
+	if s.Host == nil || s.List == nil && s.ListByToken == nil {
 		return "", errors.New("cache: snapshot " + strconv.Quote(s.Prefix) + " has no Host or List: the provider is not initialized")
 	}
 	gen, err := Once(s.Host, s.Prefix, maxAge, func() ([]byte, error) { return s.fill(ctx) })
 	return string(gen), err
 }
 
-// progress is an unfinished listing: its generation, the next page, the
-// items listed so far, and the derived keys accumulated under
-// Prefix/listing/derived/KEY.
+// progress is an unfinished listing: its generation, the next page (and
+// its token), the items listed so far, and the derived keys accumulated
+// under Prefix/listing/derived/KEY.
 type progress struct {
-	gen          string
-	next, listed int
-	derived      []string
+	gen     string
+	next    cursor
+	listed  int
+	derived []string
 }
 
 func (p progress) encode() []byte {
-	return []byte(strings.Join(append([]string{p.gen, strconv.Itoa(p.next), strconv.Itoa(p.listed)}, p.derived...), "\x00"))
+	return []byte(strings.Join(append([]string{p.gen, strconv.Itoa(p.next.page), p.next.token, strconv.Itoa(p.listed)}, p.derived...), "\x00"))
 }
 
 func decodeProgress(v []byte) (progress, bool) {
 	f := strings.Split(string(v), "\x00")
-	if len(f) < 3 {
+	if len(f) < 4 {
 		return progress{}, false
 	}
 	next, err1 := strconv.Atoi(f[1])
-	listed, err2 := strconv.Atoi(f[2])
+	listed, err2 := strconv.Atoi(f[3])
 	if f[0] == "" || err1 != nil || err2 != nil || next < 1 {
 		return progress{}, false
 	}
-	return progress{gen: f[0], next: next, listed: listed, derived: f[3:]}, true
+	return progress{gen: f[0], next: cursor{page: next, token: f[2]}, listed: listed, derived: f[4:]}, true
 }
 
 // fill lists, resuming an interrupted listing, and returns the new
@@ -199,7 +261,7 @@ func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
 		p, ok = decodeProgress(v)
 	}
 	if !ok {
-		p = progress{gen: strconv.FormatInt(time.Now().UnixNano(), 36), next: 1}
+		p = progress{gen: strconv.FormatInt(time.Now().UnixNano(), 36), next: cursor{page: 1}}
 	}
 	buf := make([]byte, 0, 512)
 	stamp := func(v []byte) []byte { return append(append(append(buf[:0], p.gen...), 0), v...) }
@@ -213,7 +275,7 @@ func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
 		v, _ := s.entry(progressKey+"/derived/"+key, p.gen)
 		return v
 	}
-	err := readPages(ctx, s.List, p.next, p.listed, func(pg *Page, listed int) error {
+	err := readPages(ctx, pager{byNumber: s.List, byToken: s.ListByToken}, p.next, p.listed, func(pg *Page, next cursor, listed int) error {
 		for _, it := range pg.Items {
 			if err := keep(s.Prefix+"/id/"+it.ID, stamp(it.Value)); err != nil {
 				return err
@@ -232,8 +294,8 @@ func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
 				return err
 			}
 		}
-		p.next, p.listed = pg.Next, listed
-		if pg.Next == 0 {
+		p.next, p.listed = next, listed
+		if next.page == 0 {
 			return nil
 		}
 		return keep(progressKey, p.encode())

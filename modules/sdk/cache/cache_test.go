@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -164,5 +165,74 @@ func TestListingShortOfTotal(t *testing.T) {
 	all, err := cache.Collect(ctx, cloud.list)
 	if err != nil || len(all.Items) != 6 || string(all.Derived["ids"]) != "1 2 3 4 5 6 " {
 		t.Errorf("Collect = %+v, %v", all, err)
+	}
+}
+
+// tokenCloud pages the pagedCloud's servers by token, as a query API
+// does: page n+1's token is an opaque string the page before names.
+type tokenCloud struct {
+	*pagedCloud
+	tokens []string // the tokens asked for, in order
+}
+
+func (c *tokenCloud) list(ctx context.Context, token string) (*cache.Page, error) {
+	c.tokens = append(c.tokens, token)
+	page := 1
+	if token != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(token, "opaque-"))
+		if err != nil {
+			return nil, errors.New("400: bad token " + token)
+		}
+		page = n
+	}
+	pg, err := c.pagedCloud.list(ctx, page)
+	if err == nil && pg.Next != 0 {
+		pg.NextToken, pg.Next = "opaque-"+strconv.Itoa(pg.Next), 0
+	}
+	return pg, err
+}
+
+// TestSnapshotByToken: a listing paged by token is kept as one paged by
+// number: resumed after a failure with the failed page's token, checked
+// against the announced total, and collected whole; a page naming its own
+// token as the next is an error, not a loop.
+func TestSnapshotByToken(t *testing.T) {
+	ctx := context.Background()
+	cloud := &tokenCloud{pagedCloud: &pagedCloud{fetched: map[int]int{}, fail: map[int]bool{3: true}, total: 6}}
+	s := cache.Snapshot{Host: &native.Host{}, Prefix: "servers", ListByToken: cloud.list}
+	if _, err := s.ByID(ctx, "1", time.Hour); err == nil {
+		t.Fatal("a listing that failed on page 3 answered a lookup")
+	}
+	if v, err := s.ByName(ctx, "s6", time.Hour); err != nil || string(v) != "6" {
+		t.Fatalf("ByName after the resumed listing = %q, %v", v, err)
+	}
+	if v, err := s.Derived(ctx, "ids", time.Hour); err != nil || string(v) != "1 2 3 4 5 6 " {
+		t.Errorf("Derived over the resumed listing = %q, %v", v, err)
+	}
+	if want := []string{"", "opaque-2", "opaque-3", "opaque-3"}; !slices.Equal(cloud.tokens, want) {
+		t.Errorf("tokens asked for %q, want %q (resumed at page 3's)", cloud.tokens, want)
+	}
+
+	cloud.total = 7
+	if _, err := cache.CollectByToken(ctx, cloud.list); err == nil || !strings.Contains(err.Error(), "incomplete") {
+		t.Errorf("CollectByToken of 6 items announced as 7: %v, want an error", err)
+	}
+	cloud.total = 6
+	if all, err := cache.CollectByToken(ctx, cloud.list); err != nil || len(all.Items) != 6 {
+		t.Errorf("CollectByToken = %+v, %v", all, err)
+	}
+	loop := func(context.Context, string) (*cache.Page, error) {
+		return &cache.Page{Items: []cache.Item{{ID: "1"}}, NextToken: "same", Total: -1}, nil
+	}
+	calls := 0
+	counted := func(ctx context.Context, token string) (*cache.Page, error) {
+		calls++
+		if calls > 3 {
+			t.Fatal("the listing loops on a token that names itself")
+		}
+		return loop(ctx, token)
+	}
+	if _, err := cache.CollectByToken(ctx, counted); err == nil || !strings.Contains(err.Error(), "names its own token") {
+		t.Errorf("a page naming its own token: %v, want an error", err)
 	}
 }
