@@ -11,8 +11,10 @@ import (
 // MarkReadOnly marks req as a request that changes nothing in the cloud,
 // a POST of a query API's Describe action say, with abi.HeaderReadOnly
 // (ABI revision 5): the host may then answer it with the response of an
-// identical request already in flight, as it does for GETs. Mark only
-// reads: a marked write may be sent once for several identical calls.
+// identical request already in flight, as it does for GETs. Mark only a
+// POST or QUERY that reads: the host refuses the mark on other methods,
+// and a marked POST that writes may be sent once for several identical
+// calls.
 // On a host before revision 5, which refuses the mark unsent, the request
 // is sent again unmarked, and so are the instance's later ones.
 func MarkReadOnly(req *abi.HTTPRequest) {

@@ -147,7 +147,7 @@ func denied(format string, args ...any) error {
 // apply returns req authenticated as its reserved headers ask, with those
 // headers removed; req itself is not changed.
 func (a *Authenticator) apply(req *http.Request) (*http.Request, error) {
-	g, err := a.authorize(req.Header, req.URL)
+	g, err := a.authorize(req.Method, req.Header, req.URL)
 	if err != nil {
 		return nil, err
 	}
@@ -186,16 +186,16 @@ type grant struct {
 	params map[string]string
 }
 
-// Authorize checks what the reserved headers of a request to u ask
-// against the credentials granted, without reading any secret, and
+// Authorize checks what the reserved headers of a method request to u
+// ask against the credentials granted, without reading any secret, and
 // returns a *DeniedError when it is refused: the host calls it before a
 // request spends the rate budget, as Transport does at every hop.
-func (a *Authenticator) Authorize(h http.Header, u *url.URL) error {
-	_, err := a.authorize(h, u)
+func (a *Authenticator) Authorize(method string, h http.Header, u *url.URL) error {
+	_, err := a.authorize(method, h, u)
 	return err
 }
 
-func (a *Authenticator) authorize(h http.Header, u *url.URL) (grant, error) {
+func (a *Authenticator) authorize(method string, h http.Header, u *url.URL) (grant, error) {
 	var g grant
 	var name string
 	for key, values := range h {
@@ -209,9 +209,13 @@ func (a *Authenticator) authorize(h http.Header, u *url.URL) (grant, error) {
 			name = value
 		case key == abi.HeaderReadOnly:
 			// Says nothing of credentials: the wasm host's coalescing
-			// reads it, and a native run, which has none, removes it.
+			// reads it, and a native run, which has none, removes it,
+			// refusing what the host refuses.
 			if value != abi.ReadOnlyValue {
 				return grant{}, denied("header %s must be %q", key, abi.ReadOnlyValue)
+			}
+			if !ReadOnlyMethod(method) {
+				return grant{}, denied("header %s is for a POST or QUERY, not %s", key, method)
 			}
 		case a.params[key] != "":
 			if g.params == nil {
@@ -249,6 +253,19 @@ func (a *Authenticator) authorize(h http.Header, u *url.URL) (grant, error) {
 	}
 	g.cred = cred
 	return g, nil
+}
+
+// ReadOnlyMethod reports the methods abi.HeaderReadOnly may mark: POST,
+// which query APIs read with, and QUERY, a read with a body; on a read
+// (GET, HEAD, or none, which is GET) it says nothing new. No API reads
+// with another method, and a marked write would be coalesced: sent once
+// for several identical ones.
+func ReadOnlyMethod(method string) bool {
+	switch method {
+	case "", http.MethodGet, http.MethodHead, http.MethodPost, "QUERY":
+		return true
+	}
+	return false
 }
 
 // authFailureInterval spaces the reports of one credential's failures.

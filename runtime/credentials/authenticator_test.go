@@ -116,6 +116,18 @@ func TestAuthSchemes(t *testing.T) {
 			t.Errorf("%v: sent with headers %v; want no %s, and the credential applied", headers, got.Header, abi.HeaderReadOnly)
 		}
 	}
+	// On a method no API reads with, refused unsent, as the wasm host
+	// refuses it.
+	for _, method := range []string{"DELETE", "PUT", "PATCH", "OPTIONS"} {
+		req, _ := http.NewRequest(method, api+"/v1/x", nil)
+		req.Header.Set(abi.HeaderReadOnly, abi.ReadOnlyValue)
+		before := len(net.reqs)
+		_, err := rt.RoundTrip(req)
+		var denied *DeniedError
+		if want := "header Wasmccm-Read-Only is for a POST or QUERY, not " + method; !errors.As(err, &denied) || !strings.Contains(err.Error(), want) || len(net.reqs) != before {
+			t.Errorf("a marked %s: %v, %d sent; want it refused unsent: %s", method, err, len(net.reqs)-before, want)
+		}
+	}
 	for _, c := range []struct {
 		url     string
 		headers []string

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // flights coalesces identical reads: a GET that another instance of the
@@ -95,21 +96,13 @@ func isRead(req *abi.HTTPRequest) bool {
 
 func readMethod(m string) bool { return m == "" || m == http.MethodGet || m == http.MethodHead }
 
-// markable reports the methods the read-only mark is accepted on: POST,
-// which query APIs read with, and QUERY, a read with a body; on a read
-// method it says nothing new. Any other method (PUT, PATCH, DELETE,
-// OPTIONS...) is refused with the mark (newRequest): no API reads with
-// it, and a marked write would be sent once for several identical ones.
-func markable(method string) bool {
-	return readMethod(method) || method == http.MethodPost || method == "QUERY"
-}
-
 // markedReadOnly reports a request marked with abi.HeaderReadOnly, whatever
-// its value, on a method the mark is accepted on: a wrong value fails the
-// request (newRequest), and a request that fails is no write either. A
-// marked request of another method is a write, never joined, and fails.
+// its value, on a method the mark is accepted on
+// (credentials.ReadOnlyMethod): a wrong value fails the request
+// (newRequest), and a request that fails is no write either. A marked
+// request of another method is a write, never joined, and fails.
 func markedReadOnly(req *abi.HTTPRequest) bool {
-	return markable(req.Method) &&
+	return credentials.ReadOnlyMethod(req.Method) &&
 		slices.ContainsFunc(req.Headers, func(h abi.Header) bool { return strings.EqualFold(h.Name, abi.HeaderReadOnly) })
 }
 

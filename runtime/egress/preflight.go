@@ -11,13 +11,14 @@ import (
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // newRequest builds the request req asks for, to u (already checked
 // against the allowlist), and makes every check the host would otherwise
 // make only while sending it: the method (checkMethod), each header's
-// name and value, the read-only mark's method (markable), and what the
-// reserved headers ask
+// name and value, the read-only mark's method, and what the reserved
+// headers ask
 // (credentials.Authenticator.Authorize). A request
 // refused here is refused before it takes from the rate budget, so that a
 // module cannot spend the budget, shared by every module generation, on
@@ -46,7 +47,7 @@ func (h *Client) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.UR
 			if hd.Value != abi.ReadOnlyValue {
 				return nil, &deniedError{fmt.Sprintf("header %s must be %q", abi.HeaderReadOnly, abi.ReadOnlyValue)}
 			}
-			if !markable(req.Method) {
+			if !credentials.ReadOnlyMethod(req.Method) {
 				return nil, &deniedError{fmt.Sprintf("header %s is for a POST or QUERY, not %s", abi.HeaderReadOnly, req.Method)}
 			}
 			continue
@@ -54,7 +55,7 @@ func (h *Client) newRequest(ctx context.Context, req *abi.HTTPRequest, u *url.UR
 		hreq.Header.Add(hd.Name, hd.Value)
 	}
 	if h.auth != nil {
-		if err := h.auth.Authorize(hreq.Header, hreq.URL); err != nil {
+		if err := h.auth.Authorize(method, hreq.Header, hreq.URL); err != nil {
 			return nil, err
 		}
 	}
