@@ -6,8 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/wasmccm/wasmccm/internal/conformance"
 )
 
 func TestInit(t *testing.T) {
@@ -112,5 +116,34 @@ func TestScaffoldMakefileWithoutTinyGo(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("make module output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestScaffoldSpecSections: the test spec init writes shows every section
+// of the spec, and with its examples uncommented the suite reads it: the
+// scaffold never shows a field the suite would reject.
+func TestScaffoldSpecSections(t *testing.T) {
+	files, err := renderScaffold(scaffoldData{Name: "mycloud", Package: "mycloud", Module: "mycloud", SDKVersion: sdkVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(files, func(f scaffoldFile) bool { return f.path == "test-spec.yaml" })
+	if i < 0 {
+		t.Fatal("init writes no test-spec.yaml")
+	}
+	// A commented example starts with a key or a list item; prose does not.
+	example := regexp.MustCompile(`(?m)^(\s*)# (\s*(?:[A-Za-z]+:|- ))`)
+	uncommented := example.ReplaceAll(files[i].content, []byte("$1$2"))
+	path := filepath.Join(t.TempDir(), "test-spec.yaml")
+	if err := os.WriteFile(path, uncommented, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := conformance.ReadSpec(path)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, uncommented)
+	}
+	if len(spec.Nodes) != 4 || len(spec.LoadBalancer.Destructive) != 1 || len(spec.LoadBalancer.List.Foreign) != 1 || spec.LimitedCredentials == nil ||
+		spec.RateLimit == nil || spec.SlowCloud == nil || spec.Warm.Period == "" || spec.Routes.DestinationCIDR == "" {
+		t.Errorf("the scaffold's spec lacks a section:\n%s", uncommented)
 	}
 }
