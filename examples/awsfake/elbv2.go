@@ -641,8 +641,12 @@ func (cl *call) v2DescribeTargetHealth() (any, *apiError) {
 	if err != nil {
 		return nil, err
 	}
+	type xmlTarget struct {
+		ID   string `xml:"Id"`
+		Port int
+	}
 	type desc struct {
-		Target          Target `xml:"Target"`
+		Target          xmlTarget
 		HealthCheckPort string
 		TargetHealth    struct {
 			State       string
@@ -656,7 +660,7 @@ func (cl *call) v2DescribeTargetHealth() (any, *apiError) {
 	}{XMLName: resultName("DescribeTargetHealth")}
 	used := len(cl.c.targetGroupLoadBalancers(tg.ARN)) > 0
 	for _, t := range tg.Targets {
-		d := desc{Target: t, HealthCheckPort: tg.HealthCheck.Port}
+		d := desc{Target: xmlTarget(t), HealthCheckPort: tg.HealthCheck.Port}
 		if d.HealthCheckPort == "traffic-port" {
 			d.HealthCheckPort = strconv.Itoa(t.Port)
 		}

@@ -83,7 +83,8 @@ func TestNetworkLoadBalancers(t *testing.T) {
 		Targets: []v2types.TargetDescription{{Id: aws.String("i-0123456789abcdef0")}}})
 	wantCode(t, err, "InvalidTarget", 400)
 	health, err := v2.DescribeTargetHealth(ctx, &elbv2.DescribeTargetHealthInput{TargetGroupArn: tg.TargetGroupArn})
-	if err != nil || len(health.TargetHealthDescriptions) != 2 || health.TargetHealthDescriptions[0].TargetHealth.State != v2types.TargetHealthStateEnumUnused {
+	if err != nil || len(health.TargetHealthDescriptions) != 2 || health.TargetHealthDescriptions[0].TargetHealth.State != v2types.TargetHealthStateEnumUnused ||
+		aws.ToString(health.TargetHealthDescriptions[0].Target.Id) != a.ID || aws.ToInt32(health.TargetHealthDescriptions[0].Target.Port) != 30080 {
 		t.Fatalf("health before a listener: %+v, %v", health, err)
 	}
 

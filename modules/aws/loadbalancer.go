@@ -120,7 +120,7 @@ func external(svc *abi.Service) bool {
 func (p *Provider) specOf(svc *abi.Service) (*lbSpec, error) {
 	a := svc.Annotations
 	if t := a[annotationType]; t != "" && t != "clb" {
-		return nil, errors.New("aws: load balancer type " + strconv.Quote(t) + " is not supported by this module; it makes Classic ELBs only")
+		return nil, errors.New("aws: load balancer type " + strconv.Quote(t) + " is not supported by this module; it makes Classic ELBs and NLBs only")
 	}
 	for _, name := range unsupportedAnnotations {
 		if _, ok := a[name]; ok {
@@ -344,6 +344,13 @@ func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Servi
 	if external(svc) {
 		return nil, false, nil
 	}
+	if isNLB(svc) {
+		lb, err := p.describeNLB(ctx, p.GetLoadBalancerName(ctx, "", svc))
+		if err != nil || lb == nil {
+			return nil, false, err
+		}
+		return nlbStatus(lb), true, nil
+	}
 	lb, err := p.describeLoadBalancer(ctx, p.GetLoadBalancerName(ctx, "", svc))
 	if err != nil || lb == nil {
 		return nil, false, err
@@ -358,6 +365,9 @@ func (p *Provider) GetLoadBalancer(ctx context.Context, _ string, svc *abi.Servi
 func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Service, nodes []abi.Node) (*abi.LoadBalancerStatus, error) {
 	if external(svc) {
 		return nil, sdk.ErrImplementedElsewhere
+	}
+	if isNLB(svc) {
+		return p.ensureNLB(ctx, svc, nodes)
 	}
 	spec, err := p.specOf(svc)
 	if err != nil {
@@ -410,6 +420,18 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 	if external(svc) {
 		return sdk.ErrImplementedElsewhere
 	}
+	if isNLB(svc) {
+		// As the official CCM: the whole NLB brought in step.
+		name := p.GetLoadBalancerName(ctx, "", svc)
+		lb, err := p.describeNLB(ctx, name)
+		if err == nil && lb == nil {
+			err = errors.New("aws: network load balancer " + name + " not found")
+		}
+		if err == nil {
+			_, err = p.ensureNLB(ctx, svc, nodes)
+		}
+		return err
+	}
 	instances, err := p.nodeInstances(ctx, nodes)
 	if err != nil {
 		return err
@@ -428,16 +450,27 @@ func (p *Provider) UpdateLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 	return p.syncInstanceGroups(ctx, lb, instances, false)
 }
 
-// EnsureLoadBalancerDeleted removes the ELB, the Nodes' ingress from it
-// and the security groups made for it, with every rule that lets them in
-// elsewhere. A group the API still finds in use (ELB releases its
-// interfaces a little after the ELB is deleted) makes the call fail with
-// a retry delay: the next call, finding the ELB gone, deletes the group by
-// its name, so nothing is left behind.
+// EnsureLoadBalancerDeleted removes whatever was made for the Service,
+// whichever type its annotation now asks for (it may have changed, and
+// the orphan sweep knows none): the Classic ELB with what was made for it,
+// then the NLB with its target groups and rules (deleteNLB).
 func (p *Provider) EnsureLoadBalancerDeleted(ctx context.Context, _ string, svc *abi.Service) error {
 	if external(svc) {
 		return nil
 	}
+	if err := p.deleteClassic(ctx, svc); err != nil {
+		return err
+	}
+	return p.deleteNLB(ctx, svc)
+}
+
+// deleteClassic removes the ELB, the Nodes' ingress from it and the
+// security groups made for it, with every rule that lets them in
+// elsewhere. A group the API still finds in use (ELB releases its
+// interfaces a little after the ELB is deleted) makes the call fail with
+// a retry delay: the next call, finding the ELB gone, deletes the group by
+// its name, so nothing is left behind.
+func (p *Provider) deleteClassic(ctx context.Context, svc *abi.Service) error {
 	name := p.GetLoadBalancerName(ctx, "", svc)
 	lb, err := p.describeLoadBalancer(ctx, name)
 	if err != nil {

@@ -235,7 +235,7 @@ func TestLoadBalancerAnnotations(t *testing.T) {
 	for _, refused := range []map[string]string{
 		{annotationPrefix + "ssl-cert": "arn:aws:acm:us-east-1:123456789012:certificate/x"},
 		{annotationPrefix + "proxy-protocol": "*"},
-		{annotationType: "nlb"},
+		{annotationType: "alb"},
 		{annotationIdleTimeout: "soon"},
 	} {
 		bad := service(refused)

@@ -44,11 +44,11 @@ import (
 const DefaultCredential = "aws"
 
 // Provider implements sdk.Provider, sdk.InstancesV2, sdk.LoadBalancer
-// and sdk.Routes against the EC2 and Classic ELB APIs.
+// and sdk.Routes against the EC2, Classic ELB and ELBv2 (NLB) APIs.
 type Provider struct {
-	host     sdk.Host
-	cfg      config
-	ec2, elb queryAPI
+	host            sdk.Host
+	cfg             config
+	ec2, elb, elbv2 queryAPI
 	// clusterTag is the tag key marking the cluster's resources.
 	clusterTag string
 }
@@ -117,6 +117,9 @@ func (p *Provider) Init(_ context.Context, _ string, raw []byte) error {
 		service: "ec2", region: cfg.Region, credential: credential, timeout: timeout}
 	p.elb = p.ec2
 	p.elb.endpoint, p.elb.version, p.elb.service = strings.TrimRight(cfg.ELBEndpoint, "/"), elbVersion, "elasticloadbalancing"
+	// Network load balancers are ELB's version 2, at the same endpoint.
+	p.elbv2 = p.elb
+	p.elbv2.version = nlbVersion
 	p.logf(abi.LogInfo, "using EC2 endpoint "+p.ec2.endpoint+" and ELB endpoint "+p.elb.endpoint+" in "+cfg.Region+" for cluster "+cfg.ClusterID)
 	return nil
 }

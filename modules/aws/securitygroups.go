@@ -24,11 +24,13 @@ import (
 const dependencyDelay = 5 * time.Second
 
 // rule is one ungrouped ingress rule: a protocol ("tcp", "icmp", "-1"), a
-// port range and one source, a CIDR or a group.
+// port range and one source, a CIDR or a group; a CIDR's description is
+// how the NLB rules are told apart.
 type rule struct {
 	Protocol    string
 	From, To    int
 	CIDR, Group string
+	Description string
 }
 
 type securityGroup struct {
@@ -51,7 +53,7 @@ func (p *Provider) describeGroups(ctx context.Context, what string, params url.V
 				base.To, _ = strconv.Atoi(perm.TextOf("toPort"))
 				for _, r := range perm.Items("ipRanges") {
 					one := base
-					one.CIDR = r.TextOf("cidrIp")
+					one.CIDR, one.Description = r.TextOf("cidrIp"), r.TextOf("description")
 					sg.Ingress = append(sg.Ingress, one)
 				}
 				for _, src := range perm.Items("groups") {
@@ -178,6 +180,9 @@ func (p *Provider) changeIngress(ctx context.Context, action, group string, rule
 		}
 		if r.CIDR != "" {
 			params.Set(prefix+"IpRanges.1.CidrIp", r.CIDR)
+			if r.Description != "" {
+				params.Set(prefix+"IpRanges.1.Description", r.Description)
+			}
 		} else {
 			params.Set(prefix+"Groups.1.GroupId", r.Group)
 		}
@@ -213,26 +218,9 @@ func (p *Provider) syncInstanceGroups(ctx context.Context, lb *loadBalancer, ins
 			break
 		}
 	}
-	want := map[string]bool{}
-	for _, in := range instances {
-		var ours, others []string
-		for _, g := range in.SecurityGroups {
-			if tagged[g] {
-				ours = append(ours, g)
-			} else {
-				others = append(others, g)
-			}
-		}
-		switch {
-		case len(ours) == 1:
-			want[ours[0]] = true
-		case len(ours) > 1:
-			return errors.New("aws: instance " + in.ID + " has several security groups tagged " + p.clusterTag + "; tag only the Nodes' group")
-		case len(others) == 1:
-			want[others[0]] = true
-		case len(others) > 1:
-			return errors.New("aws: instance " + in.ID + " has several security groups and none tagged " + p.clusterTag + "; tag the Nodes' group")
-		}
+	want, err := p.instanceGroups(instances, tagged)
+	if err != nil {
+		return err
 	}
 	letIn := rule{Protocol: "-1", Group: source}
 	referencing, err := p.describeGroups(ctx, "finding the groups load balancer "+lb.Name+" reaches", filters(url.Values{}, "ip-permission.group-id", source))
@@ -255,6 +243,34 @@ func (p *Provider) syncInstanceGroups(ctx context.Context, lb *loadBalancer, ins
 		}
 	}
 	return nil
+}
+
+// instanceGroups are the groups load balancers reach the instances
+// through, as the official CCM picks them: each instance's group tagged
+// for the cluster, or its only group.
+func (p *Provider) instanceGroups(instances []instance, tagged map[string]bool) (map[string]bool, error) {
+	want := map[string]bool{}
+	for _, in := range instances {
+		var ours, others []string
+		for _, g := range in.SecurityGroups {
+			if tagged[g] {
+				ours = append(ours, g)
+			} else {
+				others = append(others, g)
+			}
+		}
+		switch {
+		case len(ours) == 1:
+			want[ours[0]] = true
+		case len(ours) > 1:
+			return nil, errors.New("aws: instance " + in.ID + " has several security groups tagged " + p.clusterTag + "; tag only the Nodes' group")
+		case len(others) == 1:
+			want[others[0]] = true
+		case len(others) > 1:
+			return nil, errors.New("aws: instance " + in.ID + " has several security groups and none tagged " + p.clusterTag + "; tag the Nodes' group")
+		}
+	}
+	return want, nil
 }
 
 // revokeReferences revokes every rule of another group that lets group
