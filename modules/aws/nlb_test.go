@@ -5,6 +5,7 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
@@ -339,5 +340,102 @@ func TestNLBNeverGoneOnDoubt(t *testing.T) {
 		if n := len(e.cloud.TargetGroups()) + len(e.cloud.NetworkLoadBalancers()) + len(e.nlbRules()); n != 0 {
 			t.Errorf("%d: left behind %+v %v", status, e.cloud.TargetGroups(), e.nlbRules())
 		}
+	}
+}
+
+// TestListNetworkLoadBalancers: the cluster's NLBs with a Service UID are
+// listed across pages, and so are target groups of a Service whose NLB
+// is gone or never came, under the name its UID gives; another
+// cluster's, and an NLB without the UID tag (the official CCM's), are
+// not; a failing page or tag read fails the listing. The sweep's
+// deletion of an entry leaves nothing listed.
+func TestListNetworkLoadBalancers(t *testing.T) {
+	e := newEnvWith(t, awsfake.DefaultSecretAccessKey, awsfake.Options{PageSize: 7})
+	ctx := context.Background()
+	var want []abi.OwnedLoadBalancer
+	for i := range 22 { // four pages of NLBs, two batches of their tags
+		svc := nlbService(nil)
+		svc.Name = fmt.Sprintf("web-%d", i)
+		svc.UID = fmt.Sprintf("0d7e1c2b-0000-4000-8000-%011d0", i)
+		svc.Ports = svc.Ports[:1]
+		name := e.ensure(t, svc)
+		want = append(want, abi.OwnedLoadBalancer{Name: name, ID: e.nlb(t, name).ARN, ServiceUID: svc.UID, ServiceNamespace: "default", ServiceName: svc.Name})
+	}
+	// An Ensure that failed before its listener: a target group alone.
+	alone := nlbService(nil)
+	alone.Name, alone.UID = "alone", "0d7e1c2b-0000-4000-8000-0000000000a0"
+	if _, err := e.cloud.Faults.Add(faultinject.Fault{Route: "elbv2:CreateListener", Always: true, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.EnsureLoadBalancer(ctx, cluster, alone, e.nodes()); err == nil {
+		t.Fatal("the Ensure succeeded without its listener")
+	}
+	e.cloud.Faults.Clear()
+	aloneName := e.p.GetLoadBalancerName(ctx, cluster, alone)
+	if lb := e.nlb(t, aloneName); lb != nil {
+		// Its NLB is deleted out of band: only the group is left.
+		if _, err := e.p.elbv2.result(ctx, "test", "DeleteLoadBalancer", url.Values{"LoadBalancerArn": {lb.ARN}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var aloneGroup string
+	for _, tg := range e.cloud.TargetGroups() {
+		if tg.Tags[ServiceUIDTag] == alone.UID {
+			aloneGroup = tg.ARN
+		}
+	}
+	want = append(want, abi.OwnedLoadBalancer{Name: aloneName, ID: aloneGroup, ServiceUID: alone.UID, ServiceNamespace: "default", ServiceName: "alone"})
+
+	// Another cluster's NLB, and one without the UID tag.
+	other := New(e.p.host)
+	cfg := fmt.Sprintf(`{"region": "us-east-1", "clusterID": "other", "ec2Endpoint": %q, "elbEndpoint": %q}`, e.p.ec2.endpoint, e.p.elb.endpoint)
+	if err := other.Init(ctx, "other", []byte(cfg)); err != nil {
+		t.Fatal(err)
+	}
+	foreign := nlbService(nil)
+	foreign.Name, foreign.UID = "foreign", "0d7e1c2b-0000-4000-8000-ffffffffffff"
+	if _, err := other.EnsureLoadBalancer(ctx, "other", foreign, e.nodes()); err != nil {
+		t.Fatal(err)
+	}
+	official := nlbService(nil)
+	official.Name, official.UID = "official", "0d7e1c2b-0000-4000-8000-0000000000b0"
+	lb := e.nlb(t, e.ensure(t, official))
+	var arns []string
+	for _, tg := range e.cloud.TargetGroups() {
+		if tg.Tags[ServiceUIDTag] == official.UID {
+			arns = append(arns, tg.ARN)
+		}
+	}
+	if _, err := e.p.elbv2.result(ctx, "test", "RemoveTags", list(url.Values{"TagKeys.member.1": {ServiceUIDTag}}, "ResourceArns.member", append(arns, lb.ARN))); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := e.p.ListLoadBalancers(ctx, cluster)
+	slices.SortFunc(got, func(a, b abi.OwnedLoadBalancer) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(want, func(a, b abi.OwnedLoadBalancer) int { return strings.Compare(a.Name, b.Name) })
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListLoadBalancers = %d %v; want the cluster's %d", len(got), err, len(want))
+	}
+	if theirs, err := other.ListLoadBalancers(ctx, "other"); err != nil || len(theirs) != 1 || theirs[0].ServiceUID != foreign.UID {
+		t.Errorf("the other cluster lists %+v, %v", theirs, err)
+	}
+	for _, route := range []string{"elbv2:DescribeLoadBalancers", "elbv2:DescribeTags", "elbv2:DescribeTargetGroups"} {
+		fault, err := e.cloud.Faults.Add(faultinject.Fault{Route: route, Always: true, Status: 503})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.p.ListLoadBalancers(ctx, cluster); err == nil {
+			t.Errorf("%s failing: listed %d without an error", route, len(got))
+		}
+		e.cloud.Faults.Remove(fault.Name)
+	}
+
+	// The sweep deletes an entry with a Service of its UID and name only.
+	if err := e.p.EnsureLoadBalancerDeleted(ctx, cluster, &abi.Service{Namespace: "default", Name: "alone", UID: alone.UID}); err != nil {
+		t.Fatal(err)
+	}
+	after, err := e.p.ListLoadBalancers(ctx, cluster)
+	if err != nil || slices.ContainsFunc(after, func(lb abi.OwnedLoadBalancer) bool { return lb.ServiceUID == alone.UID }) || len(after) != len(want)-1 {
+		t.Errorf("after the sweep's deletion: %d listed, %v", len(after), err)
 	}
 }
