@@ -4,7 +4,7 @@ import (
 	"context"
 	"maps"
 	"os"
-	"slices"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -51,52 +51,52 @@ func controllers() map[string]app.ControllerInitFuncConstructor {
 	return c
 }
 
+// startOrphanSweep starts the sweep of the provider, or of each module of
+// several, as it starts.
 func startOrphanSweep(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		clusterName := completed.ComponentConfig.KubeCloudShared.ClusterName
-		type moduleSweep struct {
-			*provider.Cloud
-			scope sweep.Scope
-		}
-		var sweeps []moduleSweep
-		switch c := cloud.(type) {
-		case *provider.Cloud:
-			sweeps = append(sweeps, moduleSweep{Cloud: c})
-		case *multimodule.Cloud:
-			for _, m := range c.Modules() {
-				sweeps = append(sweeps, moduleSweep{m.Cloud, sweep.Scope{Module: m.Name, Keeps: c.Routing().Keeps(m.Name)}})
-			}
-		}
-		sweeps = slices.DeleteFunc(sweeps, func(c moduleSweep) bool {
-			if _, ok := c.LoadBalancer(); !ok {
-				klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability", "module", c.Name())
-				return true
-			}
-			if why := sweep.Refusal(c.OrphanSweep(), clusterName); why != "" {
-				klog.InfoS("orphan load balancer sweep not started", "module", c.Name(), "reason", why)
-				return true
-			}
-			return false
-		})
-		if len(sweeps) == 0 {
-			return nil, false, nil
-		}
 		client, err := completed.ClientBuilder.Client(initContext.ClientName)
 		if err != nil {
 			return nil, false, err
 		}
-		broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-		broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-		recorder := broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
-		var pod *v1.ObjectReference
-		if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
-			pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
-		}
+		// Got now, so that the shared informer factory starts it.
 		services := completed.SharedInformers.Core().V1().Services()
-		for _, c := range sweeps {
-			s := sweep.New(c.OrphanSweep(), c.Cloud, c.scope, clusterName, services.Lister(), services.Informer().HasSynced, recorder, pod)
-			go s.Run(ctx)
+		lister, synced := services.Lister(), services.Informer().HasSynced
+		var (
+			once     sync.Once
+			recorder record.EventRecorder
+			pod      *v1.ObjectReference
+		)
+		start := func(c *provider.Cloud, scope sweep.Scope) bool {
+			if _, ok := c.LoadBalancer(); !ok {
+				klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability", "module", c.Name())
+				return false
+			}
+			if why := sweep.Refusal(c.OrphanSweep(), clusterName); why != "" {
+				klog.InfoS("orphan load balancer sweep not started", "module", c.Name(), "reason", why)
+				return false
+			}
+			once.Do(func() {
+				broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+				broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+				recorder = broadcaster.NewRecorder(scheme.Scheme, v1.EventSource{Component: "wasm-cloud-controller-manager"})
+				if namespace, name := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME"); namespace != "" && name != "" {
+					pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
+				}
+			})
+			go sweep.New(c.OrphanSweep(), c, scope, clusterName, lister, synced, recorder, pod).Run(ctx)
+			return true
 		}
-		return nil, true, nil
+		switch c := cloud.(type) {
+		case *provider.Cloud:
+			return nil, start(c, sweep.Scope{}), nil
+		case *multimodule.Cloud:
+			c.EachStarted(func(m multimodule.Served) {
+				start(m.Cloud, sweep.Scope{Module: m.Name, Keeps: c.Routing().Keeps(m.Name)})
+			})
+			return nil, true, nil
+		}
+		return nil, false, nil
 	}
 }

@@ -72,6 +72,8 @@ type Cloud struct {
 	informers     informers.SharedInformerFactory
 	// startFailed holds why each module not started yet failed.
 	startFailed map[string]error
+	// onStart are EachStarted's functions.
+	onStart []func(Served)
 	// cancel stops the retried starts.
 	cancel context.CancelFunc
 

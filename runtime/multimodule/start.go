@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -54,6 +55,7 @@ func (c *Cloud) startModule(ctx context.Context, i int, m Module, opts provider.
 	}
 	c.mu.Lock()
 	c.modules[i].Cloud = cloud
+	served := c.modules[i]
 	delete(c.startFailed, m.Name)
 	if c.initialized {
 		cloud.Initialize(c.clientBuilder, c.stop)
@@ -61,11 +63,33 @@ func (c *Cloud) startModule(ctx context.Context, i int, m Module, opts provider.
 	if c.informers != nil {
 		cloud.SetInformers(c.informers)
 	}
+	onStart := slices.Clone(c.onStart)
 	c.mu.Unlock()
 	moduleStarted.WithLabelValues(m.Name).Set(1)
 	klog.InfoS("module started", "module", m.Name, "providerIDPrefix", m.Nodes.ProviderIDPrefix,
 		"loadBalancerClasses", m.LoadBalancers.Classes, "defaultLoadBalancer", m.LoadBalancers.Default)
+	for _, f := range onStart {
+		f(served)
+	}
 	return nil
+}
+
+// EachStarted calls f with every module started so far, and later with
+// each module as it starts: what runs once per module (its orphan sweep)
+// reaches a module started late too.
+func (c *Cloud) EachStarted(f func(Served)) {
+	c.mu.Lock()
+	c.onStart = append(c.onStart, f)
+	var started []Served
+	for _, m := range c.modules {
+		if m.Cloud != nil {
+			started = append(started, m)
+		}
+	}
+	c.mu.Unlock()
+	for _, m := range started {
+		f(m)
+	}
 }
 
 // retryStart tries start again until it succeeds or ctx ends.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +42,13 @@ func TestModuleThatCannotStartWaitsAlone(t *testing.T) {
 	if mods := c.Modules(); len(mods) != 1 || mods[0].Name != "sim" {
 		t.Fatalf("started modules %v, want sim alone", mods)
 	}
+	var mu sync.Mutex
+	var each []string // what runs once per module, such as its sweep
+	c.EachStarted(func(m Served) {
+		mu.Lock()
+		defer mu.Unlock()
+		each = append(each, m.Name)
+	})
 	if got, _ := testutil.GetGaugeMetricValue(moduleStarted.WithLabelValues("test")); got != 0 {
 		t.Fatalf("wasmccm_multimodule_module_started{module=test} = %v, want 0", got)
 	}
@@ -81,6 +90,11 @@ func TestModuleThatCannotStartWaitsAlone(t *testing.T) {
 	if _, err := testLB.EnsureLoadBalancer(ctx, "kubernetes", svc, nil); err != nil {
 		t.Fatalf("after its start, the test module's load balancer: %v", err)
 	}
+	mu.Lock()
+	if !slices.Equal(each, []string{"sim", "test"}) {
+		t.Errorf("EachStarted called for %v, want sim then test", each)
+	}
+	mu.Unlock()
 	if got, _ := testutil.GetGaugeMetricValue(moduleStarted.WithLabelValues("test")); got != 1 {
 		t.Fatalf("wasmccm_multimodule_module_started{module=test} = %v, want 1", got)
 	}
