@@ -87,7 +87,7 @@ func withLimitedCredentials(checks ...func(*callCase) evidence) func(*callCase) 
 // the cloud's own 404 or 410, in the same call, to a request naming it.
 func goneWithoutWord(c *callCase) evidence {
 	answer := goneAnswer(c.outcome)
-	if answer == "" || slices.ContainsFunc(c.trace, func(ex Exchange) bool { return cloudSaidGone(ex) && names(ex, c.names) }) {
+	if answer == "" || c.cloudSaidItGone() {
 		return nil
 	}
 	e := goneEvidence{method: c.method, answer: answer, names: c.names}
@@ -100,6 +100,12 @@ func goneWithoutWord(c *callCase) evidence {
 		}
 	}
 	return e
+}
+
+// cloudSaidItGone reports whether the cloud itself answered 404 or 410,
+// in the call, to a request naming the call's object.
+func (c *callCase) cloudSaidItGone() bool {
+	return slices.ContainsFunc(c.trace, func(ex Exchange) bool { return cloudSaidGone(ex) && names(ex, c.names) })
 }
 
 // goneAnswer is how the call o said its object is gone, as the failure
@@ -135,8 +141,13 @@ func shutdownOnDoubt(c *callCase) evidence {
 	return nil
 }
 
-// notRetryAfter: an error after an injected 429 must be RetryAfter.
+// notRetryAfter: an error after an injected 429 must be RetryAfter, but
+// for NotFound on the cloud's own word, read after the 429 (a read by ID
+// after a listing that failed): that is an answer, not a failure.
 func notRetryAfter(c *callCase) evidence {
+	if c.status == abi.StatusNotFound && c.cloudSaidItGone() {
+		return nil
+	}
 	if c.fault == Fault429 && !c.ok() && c.status != abi.StatusRetryAfter {
 		return retryEvidence{answered: c.status}
 	}

@@ -117,6 +117,7 @@ func TestNotFoundJudge(t *testing.T) {
 		{name: "error", o: failedWith(abi.StatusError, fault500)},
 		{name: "NotFound with the cloud's 404", o: failedWith(abi.StatusNotFound, faultReset, cloud404)},
 		{name: "NotFound after a 429: the gone rule, not the 429 one", fault: Fault429, o: failedWith(abi.StatusNotFound, injected429), rule: RuleNeverGoneOnDoubt},
+		{name: "NotFound on the cloud's 404 read after a 429", fault: Fault429, o: failedWith(abi.StatusNotFound, injected429, cloud404)},
 		{name: "NotFound on the fault", o: failedWith(abi.StatusNotFound, fault500), rule: RuleNeverGoneOnDoubt,
 			says: []string{"InstanceMetadata answered NotFound", "the cloud answered no request of the call with 404 or 410"}},
 		{name: "NotFound on an injected answer", o: failedWith(abi.StatusNotFound,

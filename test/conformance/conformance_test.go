@@ -210,6 +210,20 @@ func TestConformanceBrokenModules(t *testing.T) {
 	}
 }
 
+// TestConformanceQueryAPI: a provider for a query-style API, built from the
+// docs (rest.Request's Form, a snapshot paged by token), passes: among
+// others, its InstanceExists falls back to a read by ID when a fault
+// breaks the listing, and the cloud's 404 to that read, which names the
+// instance only in its form body, is the cloud's word that it is gone.
+func TestConformanceQueryAPI(t *testing.T) {
+	t.Parallel() // its own cloud
+	config, spec := conformancetest.QueryAPI(t)
+	code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, conformancetest.Module(t, "../../internal/conformance/testdata/queryapi", wasmbuild.Go))
+	if code != 0 || !strings.HasSuffix(out, "PASS\n") || !strings.Contains(out, "ok   faults               InstanceExists(deleted) under 500\n") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+}
+
 // TestConformanceSlowCloud: in slow-cloud mode, against a cloud whose new
 // load balancers take longer than the call timeout to become active, the
 // digitalocean module, which answers RetryAfter rather than poll, passes,

@@ -10,11 +10,14 @@ package conformancetest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -247,6 +250,62 @@ func AWS(t testing.TB) (config, spec string) {
 	spec += `loadBalancer: {destructive: [{action: DeleteLoadBalancer}], list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return filesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
+}
+
+// QueryAPI starts a fake of a query-style API, as testdata/queryapi
+// expects: every call POST / with form fields, Action=DescribeInstances
+// the only one, a page of MaxResults instances and a NextToken, or, with
+// InstanceId.1, that instance or a 404. Its instances are the Nodes'
+// (running, running, stopped) and three others.
+func QueryAPI(t testing.TB) (config, spec string) {
+	t.Helper()
+	type instance struct{ InstanceId, Name, InstanceType, Zone, State string }
+	instances := []instance{{"i-0001", "other-1", "small", "zone-a", "running"}, {"i-0002", "node-1", "small", "zone-a", "running"},
+		{"i-0003", "other-2", "small", "zone-b", "running"}, {"i-0004", "node-2", "large", "zone-b", "running"},
+		{"i-0005", "other-3", "small", "zone-a", "running"}, {"i-0006", "node-3", "small", "zone-a", "stopped"}}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reply := func(status int, v any) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			json.NewEncoder(w).Encode(v)
+		}
+		if r.Header.Get("Authorization") != "Bearer "+Token {
+			reply(401, map[string]string{"Error": "AuthFailure"})
+			return
+		}
+		if r.Method != "POST" || r.URL.Path != "/" || r.Header.Get("Content-Type") != "application/x-www-form-urlencoded" || r.ParseForm() != nil ||
+			r.PostForm.Get("Action") != "DescribeInstances" {
+			reply(400, map[string]string{"Error": "InvalidAction"})
+			return
+		}
+		if id := r.PostForm.Get("InstanceId.1"); id != "" {
+			for _, in := range instances {
+				if in.InstanceId == id {
+					reply(200, map[string]any{"Instances": []instance{in}})
+					return
+				}
+			}
+			reply(404, map[string]string{"Error": "InvalidInstanceID.NotFound"})
+			return
+		}
+		from, _ := strconv.Atoi(strings.TrimPrefix(r.PostForm.Get("NextToken"), "after-"))
+		n, _ := strconv.Atoi(r.PostForm.Get("MaxResults"))
+		to := min(from+max(n, 1), len(instances))
+		page := map[string]any{"Instances": instances[from:to]}
+		if to < len(instances) {
+			page["NextToken"] = "after-" + strconv.Itoa(to)
+		}
+		reply(200, page)
+	}))
+	t.Cleanup(srv.Close)
+	return files(t, srv.URL, `{endpoint: "`+srv.URL+`"}`, "", `nodes:
+- {name: node-1, providerID: "queryapi://i-0002", exists: true, lookupByName: true, instanceType: small, zone: zone-a, shutdown: false}
+- {name: node-2, providerID: "queryapi://i-0004", exists: true, instanceType: large, zone: zone-b}
+- {name: node-3, providerID: "queryapi://i-0006", exists: true, lookupByName: true, shutdown: true}
+- {name: deleted, providerID: "queryapi://i-0099", exists: false}
+- {name: no-such-server, expectError: NotFound}
+- {name: foreign, providerID: "aws:///eu-west-1a/i-0123", expectError: Error}
+`)
 }
 
 // files writes a cloud-config granting the cloud's origin and binding the
