@@ -69,6 +69,7 @@ func TestAWS(t *testing.T) {
 	t.Run("NodeLifecycle", e.testNodeLifecycle)
 	t.Run("Routes", e.testRoutes)
 	t.Run("LoadBalancer", e.testLoadBalancer)
+	t.Run("NLB", e.testNLB)
 	t.Run("FaultsDeleteNothing", e.testFaults)
 	// Last: it restarts the CCM for the rest of the subtest only.
 	t.Run("OrphanSweep", e.testOrphanSweep)
