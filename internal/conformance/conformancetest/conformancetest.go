@@ -138,14 +138,15 @@ warm: {period: 5m}
 }
 
 // SlowDigitalOcean is DigitalOcean as a slow cloud: a new load balancer
-// stays "new" for 3 s, longer than the 2 s call timeout of the spec's
-// slow-cloud mode. The suite waits 1 s, not the module's RetryAfter, before
+// stays "new" for 5 s, longer than the 4 s call timeout of the spec's
+// slow-cloud mode (which leaves a loaded test machine room for the other
+// calls). The suite waits 1 s, not the module's RetryAfter, before
 // it calls again; it seeds no other load balancer, each of which would
 // wait too, and skips the warm phase.
 func SlowDigitalOcean(t testing.TB) (config, spec string) {
 	t.Helper()
-	return digitalOcean(t, 3*time.Second, `loadBalancer: {list: {seed: 0, foreign: [by-hand, official-ccm]}}
-slowCloud: {callTimeout: 2s, retryWait: 1s}
+	return digitalOcean(t, 5*time.Second, `loadBalancer: {list: {seed: 0, foreign: [by-hand, official-ccm]}}
+slowCloud: {callTimeout: 4s, retryWait: 1s}
 warm: {skip: true}
 `)
 }
