@@ -16,6 +16,15 @@
 // DeleteRoute, which must rest on the cloud's own 2xx or 404 to a
 // destroying request as the interceptor saw it.
 //
+// What a call does to the cloud is judged too, whatever the API's shape:
+// the test load balancer is read through the module (GetLoadBalancer, and
+// its lister when exported) before and after every EnsureLoadBalancer and
+// UpdateLoadBalancer of it, clean and faulted, and must still be there,
+// unchanged (lb-preserved). Every call must answer before its deadline
+// (call-deadline); a clean mutating call that answers RetryAfter is made
+// again after it, as the controllers do, which lets a slow cloud (the
+// spec's slowCloud) act across calls.
+//
 // Every checked call starts from empty shared state, so that it reaches
 // the cloud and can be faulted. The warm phase (warm.go) then measures what
 // the module costs as the CCM runs it: the controllers' calls of a cluster
