@@ -238,9 +238,11 @@ func (e *awsEnv) testOrphanSweep(t *testing.T) {
 		_, left := e.loadBalancer(lbName(leaked))
 		return !left && !e.groupExists("k8s-elb-"+lbName(leaked)), nil
 	})
-	if !e.ccm.logContains("orphan sweep: deleted load balancer no Service wants") {
-		t.Error("the ELB went, but the CCM log does not say the sweep deleted it")
-	}
+	// The fake counts the deletion before the CCM has its answer and logs
+	// it: wait for the line rather than read the log once.
+	eventually(t, 10*time.Second, "the CCM log saying the sweep deleted the ELB", func() (bool, error) {
+		return e.ccm.logContains("orphan sweep: deleted load balancer no Service wants"), nil
+	})
 	if _, ok := e.loadBalancer(lbName(kept)); !ok {
 		t.Error("the sweep deleted a live Service's ELB")
 	}
