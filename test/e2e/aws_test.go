@@ -191,61 +191,79 @@ func (e *awsEnv) testLoadBalancer(t *testing.T) {
 	}
 }
 
-// testOrphanSweep: a Service stuck deleting (its ELB cannot be deleted)
-// whose finalizer an administrator removes leaves its ELB and security
-// group behind; after a restart, the host's orphan sweep deletes both
-// through the module, and leaves a live Service's ELB alone.
+// testOrphanSweep: a Service stuck deleting (its load balancer cannot be
+// deleted) whose finalizer an administrator removes leaves its load
+// balancer behind: a Classic ELB with its security group, an NLB with its
+// target groups and the Nodes' rules for it. After a restart, the host's
+// orphan sweep deletes them through the module, and leaves a live
+// Service's of each kind alone.
 func (e *awsEnv) testOrphanSweep(t *testing.T) {
 	ctx := context.Background()
 	in := e.addInstanceAndNode("10.244.6.0/24")
 	e.waitInitialized(t, in.PrivateDNSName)
-	kept := e.createLBService(t, "kept")
-	leaked := e.createLBService(t, "leaked")
-	for _, name := range []string{"kept", "leaked"} {
+	kept, leaked := e.createLBService(t, "kept"), e.createLBService(t, "leaked")
+	nlbKept, nlbLeaked := e.createNLBService(t, "nlb-kept"), e.createNLBService(t, "nlb-leaked")
+	for _, name := range []string{"kept", "leaked", "nlb-kept", "nlb-leaked"} {
 		eventually(t, 60*time.Second, "load balancer of "+name, func() (bool, error) {
 			s, err := e.getService(name)
 			return err == nil && len(s.Status.LoadBalancer.Ingress) > 0, err
 		})
 	}
-	lbName := func(svc *v1.Service) string { return ("a" + strings.ReplaceAll(string(svc.UID), "-", ""))[:32] }
-	fault, err := e.fake.Faults.Add(faultinject.Fault{Route: "elasticloadbalancing:DeleteLoadBalancer", Always: true, Status: 500})
-	if err != nil {
-		t.Fatal(err)
+	var faults []string
+	for _, route := range []string{"elasticloadbalancing:DeleteLoadBalancer", "elbv2:DeleteLoadBalancer"} {
+		fault, err := e.fake.Faults.Add(faultinject.Fault{Route: route, Always: true, Status: 500})
+		if err != nil {
+			t.Fatal(err)
+		}
+		faults = append(faults, fault.Name)
 	}
-	if err := e.client.CoreV1().Services("default").Delete(ctx, "leaked", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"leaked", "nlb-leaked"} {
+		if err := e.client.CoreV1().Services("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	eventually(t, 30*time.Second, "a failed deletion", func() (bool, error) {
-		return e.fake.Requests()["elasticloadbalancing:DeleteLoadBalancer"] > 0, nil
+	eventually(t, 30*time.Second, "failed deletions", func() (bool, error) {
+		r := e.fake.Requests()
+		return r["elasticloadbalancing:DeleteLoadBalancer"] > 0 && r["elbv2:DeleteLoadBalancer"] > 0, nil
 	})
 	patch := []byte(`{"metadata":{"finalizers":null}}`)
-	if _, err := e.client.CoreV1().Services("default").Patch(ctx, "leaked", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
+	for _, name := range []string{"leaked", "nlb-leaked"} {
+		if _, err := e.client.CoreV1().Services("default").Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 30*time.Second, "Service "+name+" gone", func() (bool, error) {
+			_, err := e.getService(name)
+			return apierrors.IsNotFound(err), nil
+		})
 	}
-	eventually(t, 30*time.Second, "Service leaked gone", func() (bool, error) {
-		_, err := e.getService("leaked")
-		return apierrors.IsNotFound(err), nil
-	})
 	if _, ok := e.loadBalancer(lbName(leaked)); !ok {
 		t.Fatal("the leaked Service's ELB is already gone: nothing left for the sweep")
 	}
+	if _, ok := e.nlb(lbName(nlbLeaked)); !ok || len(e.nlbRules(lbName(nlbLeaked))) == 0 {
+		t.Fatal("the leaked Service's NLB or rules are already gone: nothing left for the sweep")
+	}
 	// The service controller would go on retrying the deletion from its
 	// cache; a restarted CCM (a new Pod) has no memory of the Service, so
-	// only the sweep can find the ELB.
+	// only the sweep can find the load balancers.
 	e.restartCCM(t, "ccm-after-leak")
-	e.fake.Faults.Remove(fault.Name)
-	eventually(t, 60*time.Second, "the sweep deleting the leaked ELB and its group", func() (bool, error) {
-		_, left := e.loadBalancer(lbName(leaked))
-		return !left && !e.groupExists("k8s-elb-"+lbName(leaked)), nil
+	for _, f := range faults {
+		e.fake.Faults.Remove(f)
+	}
+	eventually(t, 60*time.Second, "the sweep deleting the leaked ELB, NLB and what was made for them", func() (bool, error) {
+		_, elbLeft := e.loadBalancer(lbName(leaked))
+		_, nlbLeft := e.nlb(lbName(nlbLeaked))
+		return !elbLeft && !e.groupExists("k8s-elb-"+lbName(leaked)) &&
+			!nlbLeft && len(e.targetGroupsOf(nlbLeaked)) == 0 && len(e.nlbRules(lbName(nlbLeaked))) == 0, nil
 	})
 	// The fake counts the deletion before the CCM has its answer and logs
 	// it: wait for the line rather than read the log once.
-	eventually(t, 10*time.Second, "the CCM log saying the sweep deleted the ELB", func() (bool, error) {
+	eventually(t, 10*time.Second, "the CCM log saying the sweep deleted the load balancers", func() (bool, error) {
 		return e.ccm.logContains("orphan sweep: deleted load balancer no Service wants"), nil
 	})
 	if _, ok := e.loadBalancer(lbName(kept)); !ok {
 		t.Error("the sweep deleted a live Service's ELB")
 	}
+	e.waitNLB(t, nlbKept)
 }
 
 func (e *awsEnv) loadBalancer(name string) (awsfake.LoadBalancer, bool) {
