@@ -21,13 +21,14 @@ import (
 // that serves Nodes for a CCM of several, each with workers of its own.
 func startCloudNodeControllers(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		client, err := completed.ClientBuilder.Client(initContext.ClientName)
-		if err != nil {
-			return nil, false, err
-		}
 		cc := completed.ComponentConfig
 		started := false
 		for _, s := range multimodule.NodeServers(cloud, completed.SharedInformers.Core().V1().Nodes()) {
+			// A client each: its request rate limit is the module's own.
+			client, err := completed.ClientBuilder.Client(initContext.ClientName)
+			if err != nil {
+				return nil, false, err
+			}
 			c, err := cloudnodecontroller.NewCloudNodeController(s.Nodes, client, s.Cloud, cc.NodeStatusUpdateFrequency.Duration,
 				cc.NodeController.ConcurrentNodeSyncs, cc.NodeController.ConcurrentNodeStatusUpdates)
 			if err != nil {
@@ -48,12 +49,12 @@ func startCloudNodeControllers(initContext app.ControllerInitContext, completed 
 // upstream's cloud-node-lifecycle controller.
 func startCloudNodeLifecycleControllers(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
-		client, err := completed.ClientBuilder.Client(initContext.ClientName)
-		if err != nil {
-			return nil, false, err
-		}
 		started := false
 		for _, s := range multimodule.NodeServers(cloud, completed.SharedInformers.Core().V1().Nodes()) {
+			client, err := completed.ClientBuilder.Client(initContext.ClientName)
+			if err != nil {
+				return nil, false, err
+			}
 			c, err := cloudnodelifecyclecontroller.NewCloudNodeLifecycleController(s.Nodes, client, s.Cloud,
 				completed.ComponentConfig.KubeCloudShared.NodeMonitorPeriod.Duration)
 			if err != nil {
