@@ -15,6 +15,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/wasmccm/wasmccm/examples/hcloudfake"
 	"github.com/wasmccm/wasmccm/examples/simcloud"
@@ -105,7 +106,12 @@ func startHybridWith(t *testing.T, hcWrap func(http.Handler) http.Handler, confi
 	}
 
 	c := cluster.StartForTest(t)
-	client, err := kubernetes.NewForConfig(c.Config)
+	// The test's own writes and watches come in bursts (a Node is three
+	// requests); client-go's default 5 requests per second would add its
+	// waits to what the tests time.
+	restConfig := rest.CopyConfig(c.Config)
+	restConfig.QPS, restConfig.Burst = 100, 200
+	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		t.Fatal(err)
 	}
