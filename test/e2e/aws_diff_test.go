@@ -233,7 +233,14 @@ Region = us-east-1
 URL = %s
 SigningRegion = us-east-1
 SigningName = elasticloadbalancing
-`, subnet.Zone, vpc.ID, subnet.ID, cloudURL, cloudURL)
+
+[ServiceOverride "elbv2"]
+Service = Elastic Load Balancing v2
+Region = us-east-1
+URL = %s
+SigningRegion = us-east-1
+SigningName = elasticloadbalancing
+`, subnet.Zone, vpc.ID, subnet.ID, cloudURL, cloudURL, cloudURL)
 	path := filepath.Join(t.TempDir(), "cloud-config")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/wasmccm/wasmccm/examples/awsfake"
+	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/modules/aws"
+)
+
+// TestAWSNLBDifferential is TestAWSDifferential for Network Load
+// Balancers: the same NLB Services under wasmccm with the aws module and
+// under the official aws-cloud-controller-manager named by
+// WASMCCM_AWS_CCM, each against a fresh fake; the objects each made, the
+// same after a change of ports, what each left after a deletion, and the
+// requests each made, as a Markdown table. Skipped unless the variable is
+// set.
+func TestAWSNLBDifferential(t *testing.T) {
+	differential(t, "WASMCCM_AWS_CCM", "wasmccm + aws module", awsNLBDiffRun)
+}
+
+const nlbAnnotation = "service.beta.kubernetes.io/aws-load-balancer-type"
+
+// awsNLBDiffRun plays the scenario under one implementation: two Nodes in
+// two zones; three NLB Services (two ports; internal with cross-zone,
+// tags, a source range and an HTTP health check; externalTrafficPolicy
+// Local); then the first loses a port and changes the other's node port;
+// then it is deleted.
+func awsNLBDiffRun(t *testing.T, impl, official string) map[string]string {
+	fake := awsfake.New(awsfake.Options{})
+	srv := httptest.NewServer(fake.Handler())
+	t.Cleanup(srv.Close)
+	table, err := fake.AddRouteTable("", awsClusterTags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var instances []awsfake.Instance
+	for i := range 2 {
+		in, err := fake.AddInstance(awsfake.Instance{Type: "m5.large", Zone: fmt.Sprintf("us-east-1%c", 'a'+i), Tags: awsClusterTags})
+		if err != nil {
+			t.Fatal(err)
+		}
+		instances = append(instances, in)
+	}
+	var e *awsEnv
+	if impl == "wasmccm" {
+		tc := wasmbuild.Go
+		if _, err := wasmbuild.TinyGoPath(); err == nil {
+			tc = wasmbuild.TinyGo
+		}
+		providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q, elbEndpoint: %q}", srv.URL, srv.URL)
+		e = &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSigV4(srv.URL)), fake: fake, routeTable: table.ID}
+	} else {
+		e = &awsEnv{env: startOfficialAWS(t, official, srv.URL, fake), fake: fake, routeTable: table.ID}
+	}
+	for i, in := range instances {
+		e.registerNode(in.PrivateDNSName, fmt.Sprintf("10.244.%d.0/24", i+1))
+	}
+	for _, in := range instances {
+		e.waitInitialized(t, in.PrivateDNSName)
+	}
+	ctx := context.Background()
+	web := diffService("nlb", 80, 30080, map[string]string{nlbAnnotation: "nlb"})
+	web.Spec.Ports = append(web.Spec.Ports, v1.ServicePort{Name: "q", Port: 443, NodePort: 30443, TargetPort: intstr.FromInt32(8443), Protocol: v1.ProtocolTCP})
+	internal := diffService("nlb-internal", 8443, 30444, map[string]string{nlbAnnotation: "nlb",
+		"service.beta.kubernetes.io/aws-load-balancer-internal":                          "true",
+		"service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
+		"service.beta.kubernetes.io/aws-load-balancer-additional-resource-tags":          "team=web",
+		"service.beta.kubernetes.io/aws-load-balancer-healthcheck-protocol":              "HTTP",
+		"service.beta.kubernetes.io/aws-load-balancer-healthcheck-path":                  "/ready",
+		"service.beta.kubernetes.io/aws-load-balancer-healthcheck-interval":              "10",
+	})
+	internal.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"}
+	local := diffService("nlb-local", 8080, 30880, map[string]string{nlbAnnotation: "nlb"})
+	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+	services := []*v1.Service{web, internal, local}
+	for _, svc := range services {
+		if _, err := e.client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ingress := map[string][]v1.LoadBalancerIngress{}
+	healthPort := strings.NewReplacer()
+	for _, svc := range services {
+		eventually(t, 90*time.Second, "ingress of "+svc.Name, func() (bool, error) {
+			s, err := e.getService(svc.Name)
+			if err != nil {
+				return false, err
+			}
+			ingress[svc.Name] = s.Status.LoadBalancer.Ingress
+			if p := s.Spec.HealthCheckNodePort; p != 0 {
+				healthPort = strings.NewReplacer(fmt.Sprintf("%q", fmt.Sprint(p)), `"<healthCheckNodePort>"`,
+					fmt.Sprintf(`"FromPort":%d,"ToPort":%d`, p, p), `"FromPort":"<healthCheckNodePort>","ToPort":"<healthCheckNodePort>"`)
+			}
+			return len(s.Status.LoadBalancer.Ingress) > 0, nil
+		})
+	}
+	time.Sleep(5 * time.Second) // a second sync must change nothing
+
+	out := map[string]string{}
+	symbolic := nlbSymbols(fake)
+	for name, in := range ingress {
+		out["service "+name+" ingress"] = symbolic.Replace(compact(in))
+	}
+	nlbOutcome(out, "", fake, symbolic, healthPort)
+
+	// The first Service loses port 443, and 80 moves to node port 30081.
+	if _, err := e.updateServiceNoWait(ctx, "nlb", func(s *v1.Service) {
+		s.Spec.Ports = s.Spec.Ports[:1]
+		s.Spec.Ports[0].NodePort = 30081
+	}); err != nil {
+		t.Fatal(err)
+	}
+	webName := ""
+	for _, lb := range fake.NetworkLoadBalancers() {
+		if lb.Tags["kubernetes.io/service-name"] == "default/nlb" {
+			webName = lb.Name
+		}
+	}
+	eventually(t, 90*time.Second, "the NLB of nlb following its ports", func() (bool, error) {
+		lb, ok := e.nlb(webName)
+		if !ok {
+			return false, nil
+		}
+		var ports []int
+		for _, l := range fake.NetworkListeners() {
+			if l.LoadBalancerARN == lb.ARN {
+				ports = append(ports, l.Port)
+				for _, tg := range fake.TargetGroups() {
+					if tg.ARN == l.TargetGroupARN && tg.Port != 30081 {
+						return false, nil
+					}
+				}
+			}
+		}
+		return slices.Equal(ports, []int{80}), nil
+	})
+	time.Sleep(5 * time.Second)
+	symbolic = nlbSymbols(fake)
+	nlbOutcome(out, "after the port change: ", fake, symbolic, healthPort)
+
+	if err := e.client.CoreV1().Services("default").Delete(ctx, "nlb", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "Service nlb deleted", func() (bool, error) {
+		_, err := e.getService("nlb")
+		return apierrors.IsNotFound(err), nil
+	})
+	time.Sleep(5 * time.Second)
+	p := "after deleting nlb: "
+	out[p+"load balancers"] = fmt.Sprint(len(fake.NetworkLoadBalancers()))
+	var groups, rules []string
+	for _, tg := range fake.TargetGroups() {
+		groups = append(groups, tg.Name)
+	}
+	out[p+"target groups"] = strings.Join(groups, ",")
+	for _, sg := range fake.SecurityGroups() {
+		for _, r := range sg.Ingress {
+			if strings.HasSuffix(r.Description, "="+webName) {
+				rules = append(rules, healthPort.Replace(symbolic.Replace(compact(r))))
+			}
+		}
+	}
+	slices.Sort(rules)
+	out[p+"rules of its NLB"] = strings.Join(rules, " ")
+	reads, writes := 0, 0
+	for action, n := range fake.Requests() {
+		out["requests "+action] = fmt.Sprint(n)
+		if _, name, _ := strings.Cut(action, ":"); strings.HasPrefix(name, "Describe") {
+			reads += n
+		} else {
+			writes += n
+		}
+	}
+	out["requests, reads (Describe*) in all"] = fmt.Sprint(reads)
+	out["requests, writes in all"] = fmt.Sprint(writes)
+	return out
+}
+
+// updateServiceNoWait changes a Service once, as a user would.
+func (e *awsEnv) updateServiceNoWait(ctx context.Context, name string, change func(*v1.Service)) (*v1.Service, error) {
+	s, err := e.getService(name)
+	if err != nil {
+		return nil, err
+	}
+	change(s)
+	return e.client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{})
+}
+
+// nlbOutcome records, under prefix, the NLBs, their listeners and target
+// groups, and every security group's rules, by the Service they serve.
+func nlbOutcome(out map[string]string, prefix string, fake *awsfake.Cloud, symbolic, healthPort *strings.Replacer) {
+	groups := map[string]awsfake.TargetGroup{}
+	for _, tg := range fake.TargetGroups() {
+		groups[tg.ARN] = tg
+	}
+	for _, lb := range fake.NetworkLoadBalancers() {
+		p := prefix + "NLB of " + lb.Tags["kubernetes.io/service-name"] + " "
+		out[p+"scheme"] = lb.Scheme
+		out[p+"subnets"] = strings.Join(lb.Subnets, ",")
+		out[p+"security groups"] = strings.Join(lb.SecurityGroups, ",")
+		out[p+"tags"] = symbolic.Replace(compact(lb.Tags))
+		out[p+"attributes"] = compact(lb.Attributes)
+		for _, l := range fake.NetworkListeners() {
+			if l.LoadBalancerARN != lb.ARN {
+				continue
+			}
+			lp := fmt.Sprintf("%slistener %s:%d ", p, l.Protocol, l.Port)
+			tg := groups[l.TargetGroupARN]
+			out[lp+"tags"] = symbolic.Replace(compact(l.Tags))
+			out[lp+"target group"] = fmt.Sprintf("%s %s:%d %s", tg.Name, tg.Protocol, tg.Port, tg.TargetType)
+			out[lp+"health check"] = healthPort.Replace(compact(tg.HealthCheck))
+			targets := slices.Clone(tg.Targets)
+			slices.SortFunc(targets, func(a, b awsfake.Target) int { return strings.Compare(a.ID, b.ID) })
+			out[lp+"targets"] = compact(targets)
+			out[lp+"group tags"] = symbolic.Replace(compact(tg.Tags))
+		}
+	}
+	out[prefix+"target groups in all"] = fmt.Sprint(len(groups))
+	for _, sg := range fake.SecurityGroups() {
+		var rules []string
+		for _, r := range sg.Ingress {
+			rules = append(rules, healthPort.Replace(symbolic.Replace(compact(r))))
+		}
+		slices.Sort(rules)
+		out[prefix+"group "+sg.Name+" ingress"] = strings.Join(rules, " ")
+	}
+}
+
+// nlbSymbols names NLBs, their DNS names and Service UIDs after the
+// Service they serve.
+func nlbSymbols(fake *awsfake.Cloud) *strings.Replacer {
+	var pairs []string
+	for _, lb := range fake.NetworkLoadBalancers() {
+		svc := "<" + lb.Tags["kubernetes.io/service-name"] + ">"
+		pairs = append(pairs, lb.DNSName, "<dns of "+svc+">", lb.Name, svc)
+		if uid := lb.Tags[aws.ServiceUIDTag]; uid != "" {
+			pairs = append(pairs, uid, "<UID of "+svc+">")
+		}
+	}
+	return strings.NewReplacer(pairs...)
+}
