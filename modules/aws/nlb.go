@@ -327,7 +327,8 @@ func (p *Provider) ensureNLB(ctx context.Context, svc *abi.Service, nodes []abi.
 		ids = append(ids, in.ID)
 	}
 	tags := p.nlbTags(spec)
-	if lb == nil {
+	created := lb == nil
+	if created {
 		subnets, err := p.elbSubnets(ctx, vpc, spec.internal)
 		if err != nil {
 			return nil, err
@@ -351,7 +352,7 @@ func (p *Provider) ensureNLB(ctx context.Context, svc *abi.Service, nodes []abi.
 		}
 		lb = nlbOf(created[0])
 	}
-	if err := p.syncNLBListeners(ctx, lb, spec, ids, tags); err != nil {
+	if err := p.syncNLBListeners(ctx, lb, spec, ids, tags, created); err != nil {
 		return nil, err
 	}
 	if err := p.syncNLBAttributes(ctx, lb, spec.crossZone); err != nil {
@@ -368,15 +369,19 @@ func (p *Provider) ensureNLB(ctx context.Context, svc *abi.Service, nodes []abi.
 // (another node port, protocol, health check protocol or interval, which
 // a group cannot change) is pointed at a new group and the old group is
 // deleted; a listener on a port no longer wanted is deleted with its
-// group.
-func (p *Provider) syncNLBListeners(ctx context.Context, lb *nlb, spec *nlbSpec, instances []string, tags map[string]string) error {
-	listeners, err := p.listenersOf(ctx, lb)
-	if err != nil {
-		return err
-	}
-	groups, err := p.targetGroupsOf(ctx, "listing the target groups of network load balancer "+lb.Name, url.Values{"LoadBalancerArn": {lb.ARN}})
-	if err != nil {
-		return err
+// group. A load balancer just created has neither to read.
+func (p *Provider) syncNLBListeners(ctx context.Context, lb *nlb, spec *nlbSpec, instances []string, tags map[string]string, created bool) error {
+	var listeners []nlbListener
+	var groups []targetGroup
+	if !created {
+		var err error
+		if listeners, err = p.listenersOf(ctx, lb); err != nil {
+			return err
+		}
+		groups, err = p.targetGroupsOf(ctx, "listing the target groups of network load balancer "+lb.Name, url.Values{"LoadBalancerArn": {lb.ARN}})
+		if err != nil {
+			return err
+		}
 	}
 	for _, m := range spec.mappings {
 		i := slices.IndexFunc(listeners, func(l nlbListener) bool { return l.Port == m.Port && l.Protocol == m.Protocol })

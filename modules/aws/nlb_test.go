@@ -92,6 +92,10 @@ func TestNLBLifecycle(t *testing.T) {
 	if lb == nil {
 		t.Fatal("no network load balancer made")
 	}
+	// A load balancer just made has no listener or group to read.
+	if r := e.cloud.Requests(); r["elbv2:DescribeListeners"]+r["elbv2:DescribeTargetGroups"]+r["elbv2:DescribeTargetHealth"] != 0 {
+		t.Errorf("creating read what it had just made: %v", r)
+	}
 	if len(e.cloud.LoadBalancers()) != 0 {
 		t.Fatal("a Classic ELB was made for an NLB Service")
 	}
