@@ -130,8 +130,15 @@ state = %q
         Root = %q
 `, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc",
 		filepath.Join(c.dir, "opt"), cri.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"),
-		filepath.Join(c.dir, "runc"))
+		c.RuncRoot())
 }
+
+// RuncRoot is where runc keeps the state of this containerd's containers.
+// The CRI plugin's runtime uses it; `ctr run` must be given it
+// (--runc-root), or it shares /run/containerd/runc with every other
+// containerd, and a container ID another one runs at the same time fails
+// to start.
+func (c *Containerd) RuncRoot() string { return filepath.Join(c.dir, "runc") }
 
 // ctrTimeout bounds one ctr command.
 const ctrTimeout = time.Minute

@@ -147,7 +147,7 @@ func testContainerd(t *testing.T, layoutDir, ref string) {
 	// ctr replaces the image's entrypoint with the arguments after the
 	// container ID, so the entrypoint is named again. --rm removes the
 	// container, its task and its rootfs mount before ctr returns.
-	out := ctr("run", "--rm", ref, "version", "/"+ccmimage.BinaryPath, "--version")
+	out := ctr("run", "--rm", "--runc-root", c.RuncRoot(), ref, "version", "/"+ccmimage.BinaryPath, "--version")
 	if !strings.HasPrefix(out, "Kubernetes v") {
 		t.Errorf("--version in containerd printed %q", out)
 	}
