@@ -589,12 +589,13 @@ func (p *Provider) syncNLBAttributes(ctx context.Context, lb *nlb, crossZone boo
 // ports from the source ranges) and, unless the client rule already lets
 // everyone in on the same ports over TCP, the health rule (the health
 // check ports from the NLB's subnets); out of the cluster's other groups.
-// With instances nil, every group of the account loses this NLB's rules:
-// a deletion must not leave rules in a group no longer tagged or used.
+// With spec nil (a deletion), every group of the account loses this NLB's
+// rules: a deletion must not leave rules in a group not tagged for the
+// cluster, such as an instance's only group.
 func (p *Provider) syncNLBRules(ctx context.Context, lb *nlb, spec *nlbSpec, instances []instance) error {
 	var groups []securityGroup
 	var err error
-	if instances == nil {
+	if spec == nil {
 		groups, err = p.describeGroups(ctx, "listing the security groups", url.Values{})
 	} else {
 		groups, err = p.describeGroups(ctx, "listing the cluster's security groups", filters(url.Values{}, "tag-key", p.clusterTag))
