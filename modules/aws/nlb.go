@@ -346,11 +346,11 @@ func (p *Provider) ensureNLB(ctx context.Context, svc *abi.Service, nodes []abi.
 		if err != nil {
 			return nil, err
 		}
-		created := result.Items("LoadBalancers")
-		if len(created) != 1 {
-			return nil, errors.New("aws: creating network load balancer " + spec.name + ": the answer describes " + strconv.Itoa(len(created)) + " load balancers")
+		made := result.Items("LoadBalancers")
+		if len(made) != 1 {
+			return nil, errors.New("aws: creating network load balancer " + spec.name + ": the answer describes " + strconv.Itoa(len(made)) + " load balancers")
 		}
-		lb = nlbOf(created[0])
+		lb = nlbOf(made[0])
 	}
 	if err := p.syncNLBListeners(ctx, lb, spec, ids, tags, created); err != nil {
 		return nil, err
