@@ -418,30 +418,46 @@ func (l lostClass) EnsureLoadBalancerDeleted(ctx context.Context, clusterName st
 }
 
 // holders are the modules other than self that list a load balancer made
-// for svc in clusterName. A module whose listing fails or does not exist
-// is not one: its orphan sweep, which sees the Service no longer wants
-// its load balancer, deletes it.
+// for svc in clusterName. They are asked side by side, each for at most
+// holdersWait, so that a module whose cloud hangs delays the default
+// module's cleanup by that much only. A module whose listing fails, takes
+// longer or does not exist is not one: its orphan sweep, which sees the
+// Service no longer wants its load balancer, deletes it.
 func (c *Cloud) holders(ctx context.Context, clusterName string, svc *v1.Service, self string) []Served {
-	var out []Served
+	ctx, cancel := context.WithTimeout(ctx, holdersWait)
+	defer cancel()
+	var (
+		wg  sync.WaitGroup
+		mu  sync.Mutex
+		out []Served
+	)
 	for _, m := range c.Modules() {
 		if m.Name == self || !m.ServesLoadBalancers {
 			continue
 		}
-		listed, _, err := m.Cloud.ListOwnedLoadBalancers(ctx, clusterName)
-		if err != nil {
-			klog.InfoS("a Service whose class was cleared may hold a load balancer of this module, which did not list its load balancers; its orphan sweep deletes it",
-				"module", m.Name, "service", klog.KObj(svc), "err", err)
-			continue
-		}
-		for _, lb := range listed {
-			if lb.ServiceUID == string(svc.UID) && (lb.ClusterName == "" || lb.ClusterName == clusterName) {
-				out = append(out, m)
-				break
+		wg.Go(func() {
+			listed, _, err := m.Cloud.ListOwnedLoadBalancers(ctx, clusterName)
+			if err != nil {
+				klog.InfoS("a Service whose class was cleared may hold a load balancer of this module, which did not list its load balancers; its orphan sweep deletes it",
+					"module", m.Name, "service", klog.KObj(svc), "err", err)
+				return
 			}
-		}
+			for _, lb := range listed {
+				if lb.ServiceUID == string(svc.UID) && (lb.ClusterName == "" || lb.ClusterName == clusterName) {
+					mu.Lock()
+					out = append(out, m)
+					mu.Unlock()
+					return
+				}
+			}
+		})
 	}
+	wg.Wait()
 	return out
 }
+
+// holdersWait bounds the listings of holders.
+const holdersWait = 5 * time.Second
 
 // errNotRouted is the answer about a Node no module serves: an error, so
 // that no controller deletes, taints or initializes it.
