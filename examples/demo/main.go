@@ -106,8 +106,11 @@ type demoCloud struct {
 }
 
 // demoService is a LoadBalancer Service of the demo, of a
-// spec.loadBalancerClass or none.
-type demoService struct{ name, class string }
+// spec.loadBalancerClass or none, with annotations or none.
+type demoService struct {
+	name, class string
+	annotations map[string]string
+}
 
 // defaultServices is the demo's one Service, without class.
 var defaultServices = []demoService{{name: "web"}}
@@ -188,17 +191,20 @@ func run(bin, provider string, tc wasmbuild.Toolchain, keep bool) error {
 	}
 	for _, s := range cloud.services {
 		svc := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: "default", Annotations: s.annotations},
 			Spec: v1.ServiceSpec{
 				Type:     v1.ServiceTypeLoadBalancer,
 				Selector: map[string]string{"app": s.name},
 				Ports:    []v1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
 			},
 		}
-		if s.class != "" {
+		switch {
+		case s.class != "":
 			svc.Spec.LoadBalancerClass = &s.class
 			step("creating Service default/%s of type LoadBalancer, class %s", s.name, s.class)
-		} else {
+		case s.annotations != nil:
+			step("creating Service default/%s of type LoadBalancer, annotated %v", s.name, s.annotations)
+		default:
 			step("creating Service default/%s of type LoadBalancer", s.name)
 		}
 		if _, err := client.CoreV1().Services("default").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
@@ -382,16 +388,28 @@ func startAWS(ctx context.Context, n int) (demoCloud, error) {
 	if err != nil {
 		return demoCloud{}, err
 	}
-	step("serving the fake EC2 and ELB APIs at %s with %d instances of cluster demo", url, n)
+	step("serving the fake EC2, ELB and ELBv2 APIs at %s with %d instances of cluster demo", url, n)
 	return demoCloud{url: url, module: "modules/aws/module", nodes: nodes,
+		// A Classic ELB, the default, and a Network Load Balancer.
+		services:       []demoService{{name: "web"}, {name: "web-nlb", annotations: map[string]string{"service.beta.kubernetes.io/aws-load-balancer-type": "nlb"}}},
 		providerConfig: fmt.Sprintf("{region: %s, clusterID: demo, ec2Endpoint: %q, elbEndpoint: %q}", fake.Region(), url, url),
 		auth:           fmt.Sprintf("{name: aws, origins: [%q], sigv4: {accessKeyIDKey: access-key-id, secretAccessKeyKey: secret-access-key}}", url),
 		secrets:        map[string]string{"access-key-id": awsfake.DefaultAccessKeyID, "secret-access-key": awsfake.DefaultSecretAccessKey},
 		describe: func() error {
-			fmt.Println("\nIn the fake EC2 and ELB (every request signed by the host with SigV4):")
+			fmt.Println("\nIn the fake EC2, ELB and ELBv2 (every request signed by the host with SigV4):")
 			for _, lb := range fake.LoadBalancers() {
 				fmt.Printf("  classic ELB %s  %s  instances=%s  security groups=%s\n", lb.Name, lb.DNSName,
 					strings.Join(lb.Instances, ","), strings.Join(lb.SecurityGroups, ","))
+			}
+			for _, lb := range fake.NetworkLoadBalancers() {
+				fmt.Printf("  network load balancer %s  %s  %s  subnets=%s\n", lb.Name, lb.DNSName, lb.Scheme, strings.Join(lb.Subnets, ","))
+			}
+			for _, tg := range fake.TargetGroups() {
+				var targets []string
+				for _, target := range tg.Targets {
+					targets = append(targets, fmt.Sprintf("%s:%d", target.ID, target.Port))
+				}
+				fmt.Printf("  target group %s  %s:%d  targets=%s\n", tg.Name, tg.Protocol, tg.Port, strings.Join(targets, ","))
 			}
 			rt, _ := fake.RouteTable(table.ID)
 			for _, r := range rt.Routes {
