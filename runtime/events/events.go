@@ -96,9 +96,10 @@ const (
 // the load balancer was made for when the listing names it, else on the
 // CCM's Pod.
 const (
-	// OrphanLoadBalancerFound: a load balancer was made for a Service that
-	// no longer exists; it is deleted at the next sweep unless a Service
-	// claims it.
+	// OrphanLoadBalancerFound: a module's load balancer was made for a
+	// Service that no longer wants one from that module (gone, no longer
+	// of type LoadBalancer, or of a class no module serves); it is deleted
+	// at the next sweep unless a Service claims it.
 	OrphanLoadBalancerFound Normal = "OrphanLoadBalancerFound"
 	// OrphanLoadBalancerDeleted: two consecutive sweeps found the load
 	// balancer orphaned and it was deleted.
