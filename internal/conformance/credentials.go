@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/wasmccm/wasmccm/abi"
@@ -25,10 +26,15 @@ func (r *runner) limitedInstances() {
 	}
 }
 
-// leaks searches everything the module said for the credential values.
-func (r *runner) leaks() {
-	if len(r.secrets) == 0 {
+// leaks searches everything the module said for the credential values,
+// in every form the host searches answers for.
+func (r *runner) leaks(values []string) {
+	if len(values) == 0 {
 		r.skip(RuleNoCredentialLeak, "credentials stay secret", "the module's credentials name no secret")
+		return
+	}
+	if !slices.ContainsFunc(values, r.secrets.Holds) {
+		r.skip(RuleNoCredentialLeak, "credentials stay secret", "no secret of the module's credentials is long enough for the host to search for")
 		return
 	}
 	check := func(name string, found []string) {
@@ -36,14 +42,14 @@ func (r *runner) leaks() {
 			r.pass(RuleNoCredentialLeak, name)
 			return
 		}
-		r.fail(RuleNoCredentialLeak, name, fmt.Sprintf("a credential value appears in %d place(s), first: %s", len(found), Redact(found[0], r.secrets)), nil)
+		r.fail(RuleNoCredentialLeak, name, fmt.Sprintf("a credential value appears in %d place(s), first: %s", len(found), r.secrets.Redact(found[0])), nil)
 	}
 	r.mu.Lock()
 	check("no credential in the module's log", r.leakedLogs)
 	r.mu.Unlock()
 	var inAnswers []string
 	for _, t := range r.texts {
-		if r.holdsSecret(t.s) {
+		if r.secrets.Holds(t.s) {
 			inAnswers = append(inAnswers, t.where+": "+t.s)
 		}
 	}

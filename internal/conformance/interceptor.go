@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // Fault is a failure the suite injects into one of a module's HTTP
@@ -139,7 +140,7 @@ type Throttling struct {
 // records every request and, when armed, injects a fault into one of them.
 type Interceptor struct {
 	next    http.RoundTripper
-	secrets []string
+	secrets *credentials.SecretSet
 
 	mu       sync.Mutex
 	log      []Exchange
@@ -224,11 +225,15 @@ func sleep(req *http.Request, d time.Duration) error {
 	}
 }
 
-// NewInterceptor returns an interceptor that redacts the secrets from the
-// URLs it records. Wrap it around a transport with Wrap.
+// NewInterceptor returns an interceptor that redacts the secrets from
+// what it records, in every form the host searches answers for. Wrap it
+// around a transport with Wrap.
 func NewInterceptor(secrets []string) *Interceptor {
-	return &Interceptor{secrets: secrets, target: -1}
+	return &Interceptor{secrets: credentials.NewSecretSet(secrets...), target: -1}
 }
+
+// Redact returns s with the interceptor's secrets overwritten.
+func (i *Interceptor) Redact(s string) string { return i.secrets.Redact(s) }
 
 // Wrap is the egress.Config.Wrap hook.
 func (i *Interceptor) Wrap(next http.RoundTripper) http.RoundTripper {
@@ -290,12 +295,12 @@ func (i *Interceptor) RoundTrip(req *http.Request) (*http.Response, error) {
 	reqBody := peekRequest(req)
 	resp, err, injected := i.roundTrip(req, fault)
 	raw := req.URL.String()
-	ex := Exchange{Method: req.Method, URL: Redact(raw, i.secrets), Duration: time.Since(start),
+	ex := Exchange{Method: req.Method, URL: i.Redact(raw), Duration: time.Since(start),
 		RequestBody: i.shown(reqBody)}
 	if ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
-		ex.Form, _ = url.ParseQuery(Redact(string(reqBody), i.secrets))
+		ex.Form, _ = url.ParseQuery(i.Redact(string(reqBody)))
 	}
-	ex.secretInURL = ex.URL != raw
+	ex.secretInURL = i.secrets.Holds(raw)
 	if injected {
 		ex.Injected = fault
 	}
@@ -461,7 +466,7 @@ func (r errReader) Read([]byte) (int, error) { return 0, r.err }
 
 // shown is a body as a report shows it: credentials redacted, cut.
 func (i *Interceptor) shown(b []byte) string {
-	s := Redact(string(b), i.secrets)
+	s := i.Redact(string(b))
 	if len(s) > maxBodyShown {
 		s = s[:maxBodyShown] + fmt.Sprintf("... (%d bytes)", len(b))
 	}
@@ -484,13 +489,3 @@ type timeoutError struct{}
 func (timeoutError) Error() string   { return "i/o timeout" }
 func (timeoutError) Timeout() bool   { return true }
 func (timeoutError) Temporary() bool { return true }
-
-// Redact replaces every secret in s.
-func Redact(s string, secrets []string) string {
-	for _, secret := range secrets {
-		if secret != "" {
-			s = strings.ReplaceAll(s, secret, "[REDACTED]")
-		}
-	}
-	return s
-}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 )
 
 // Result is one check.
@@ -38,7 +40,7 @@ type Report struct {
 	Requests    int
 	Capped      bool
 	MaxRequests int
-	secrets     []string
+	secrets     *credentials.SecretSet
 }
 
 // Failed counts the failed checks.
@@ -111,7 +113,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	} else {
 		b.WriteString("PASS\n")
 	}
-	_, err := io.WriteString(w, Redact(b.String(), r.secrets))
+	_, err := io.WriteString(w, r.secrets.Redact(b.String()))
 	return err
 }
 
@@ -152,7 +154,7 @@ type junitSkipped struct {
 func (r *Report) WriteJUnit(w io.Writer) error {
 	suite := junitSuite{Name: "wasmccm conformance: " + r.Module, Tests: len(r.Results), Time: seconds(r.Duration)}
 	for _, res := range r.Results {
-		c := junitCase{Classname: res.Rule, Name: Redact(res.Name, r.secrets), Time: seconds(res.Duration)}
+		c := junitCase{Classname: res.Rule, Name: r.secrets.Redact(res.Name), Time: seconds(res.Duration)}
 		switch {
 		case res.Failure != "":
 			suite.Failures++
@@ -164,7 +166,7 @@ func (r *Report) WriteJUnit(w io.Writer) error {
 				}
 			}
 			first, _, _ := strings.Cut(res.Failure, "\n")
-			c.Failure = &junitFailure{Message: Redact(first, r.secrets), Type: res.Rule, Body: Redact(body, r.secrets)}
+			c.Failure = &junitFailure{Message: r.secrets.Redact(first), Type: res.Rule, Body: r.secrets.Redact(body)}
 		case res.Skipped != "":
 			suite.Skipped++
 			c.Skipped = &junitSkipped{Message: res.Skipped}

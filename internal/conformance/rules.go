@@ -83,7 +83,7 @@ var Rules = []Rule{
 		judge: underFault(only(abi.ExportDeleteRoute, deleteWithoutWord))},
 	{Name: RuleLimitedCredential, Checks: "with `limitedCredentials`, no destructive answer to what the cloud refuses",
 		judge: withLimitedCredentials(goneWithoutWord, shutdownOnDoubt, deleteWithoutWord)},
-	{Name: RuleNoCredentialLeak, Checks: "no secret of the module's credentials in its log lines, errors, results or request URLs"},
+	{Name: RuleNoCredentialLeak, Checks: "no secret of the module's credentials in its log lines, errors, results or request URLs, raw or in any encoding the host searches the module's answers for (hex, percent-encoding, base64)"},
 	{Name: RuleRawCredentials, Checks: "reports (never fails) which credentials the module read raw through `credentials.readable`"},
 	{Name: RuleWarmRateLimit, Checks: "with `rateLimit.perHour`, the warm phase's requests, extrapolated to an hour, stay within the cloud's limit"},
 }

@@ -51,12 +51,12 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -72,8 +72,9 @@ type Options struct {
 	Spec *Spec
 	// Secrets are the values of the Secret keys the module's credentials
 	// name, searched for in its logs, errors, results and request URLs,
-	// and redacted from the report; those of the spec's limited
-	// credentials too.
+	// and redacted from the report, in every form and from the length the
+	// host searches answers for (credentials.SecretSet); those of the
+	// spec's limited credentials too.
 	Secrets []string
 	// Rate paces the requests sent to the cloud, per second; 0 sends them
 	// at once. The cloud's own 429s are waited out whatever the rate.
@@ -86,8 +87,9 @@ type Options struct {
 // Run runs every check. An error means the module could not be run at all.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	start := time.Now()
-	r := &runner{ctx: ctx, spec: opts.Spec, wasm: opts.Wasm, cluster: cmp.Or(opts.Host.ClusterName, "kubernetes"), ic: NewInterceptor(opts.Secrets), secrets: opts.Secrets,
-		report: &Report{Module: opts.Name, secrets: opts.Secrets}}
+	ic := NewInterceptor(opts.Secrets)
+	r := &runner{ctx: ctx, spec: opts.Spec, wasm: opts.Wasm, cluster: cmp.Or(opts.Host.ClusterName, "kubernetes"), ic: ic, secrets: ic.secrets,
+		report: &Report{Module: opts.Name, secrets: ic.secrets}}
 	r.ic.SetRate(opts.Rate)
 	r.ic.SetMaxRequests(opts.MaxRequests)
 	defer func() {
@@ -157,7 +159,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		r.limitedInstances()
 	}
 	r.deadlines()
-	r.leaks()
+	r.leaks(opts.Secrets)
 	r.rawCredentials()
 	r.report.Duration = time.Since(start)
 	return r.report, nil
@@ -185,7 +187,7 @@ type runner struct {
 	limited *host.Module
 	spec    *Spec
 	ic      *Interceptor
-	secrets []string
+	secrets *credentials.SecretSet
 	report  *Report
 
 	mu         sync.Mutex
@@ -199,14 +201,10 @@ type text struct{ where, s string }
 // logLine keeps the module's log lines that hold a credential; a module
 // that floods its log cannot make the run hold every line.
 func (r *runner) logLine(level abi.LogLevel, msg string) {
-	if !r.holdsSecret(msg) {
+	if !r.secrets.Holds(msg) {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.leakedLogs = append(r.leakedLogs, "log line "+level.String()+": "+msg)
-}
-
-func (r *runner) holdsSecret(s string) bool {
-	return slices.ContainsFunc(r.secrets, func(secret string) bool { return secret != "" && strings.Contains(s, secret) })
 }

@@ -30,7 +30,7 @@ func recordCalls(cfg *host.Config, secrets []string, trace bool, w io.Writer) *c
 		cfg.Log = func(level abi.LogLevel, msg string) {
 			mu.Lock()
 			defer mu.Unlock()
-			fmt.Fprintf(w, "trace: log %s: %s\n", level, conformance.Redact(msg, secrets))
+			fmt.Fprintf(w, "trace: log %s: %s\n", level, r.ic.Redact(msg))
 		}
 	}
 	return r

@@ -6,6 +6,9 @@
 //	plain-429        a 429 becomes a plain error instead of RetryAfter
 //	duplicate-lb     EnsureLoadBalancer also creates a second load balancer
 //	logs-token       InstanceExists logs the API token
+//	logs-token-hex   InstanceExists logs the API token hex-encoded
+//	address-token-base64  InstanceMetadata answers a Node address that is
+//	                 the API token base64-encoded
 //	gone-from-kept   InstanceExists remembers, in shared state, an instance
 //	                 it found gone and answers false from that alone
 //	gone-on-403      InstanceExists answers false when the cloud answers
@@ -55,6 +58,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -136,6 +141,9 @@ func (p *provider) InstanceExists(ctx context.Context, node *abi.Node) (bool, er
 	case "logs-token":
 		token, _ := p.host.Credential("token")
 		p.host.Log(abi.LogInfo, "checked "+node.Name+" with token "+token)
+	case "logs-token-hex":
+		token, _ := p.host.Credential("token")
+		p.host.Log(abi.LogInfo, "checked "+node.Name+" with token "+hex.EncodeToString([]byte(token)))
 	}
 	return exists, err
 }
@@ -234,6 +242,10 @@ func (p *provider) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.I
 	m, err := p.Provider.InstanceMetadata(ctx, node)
 	if err != nil && simcloudNode(node) && p.bug == "notfound-on-error" {
 		return nil, sdk.ErrNotFound
+	}
+	if err == nil && p.bug == "address-token-base64" {
+		token, _ := p.host.Credential("token")
+		m.NodeAddresses = append(m.NodeAddresses, abi.NodeAddress{Type: "Hostname", Address: base64.StdEncoding.EncodeToString([]byte(token))})
 	}
 	return m, err
 }
