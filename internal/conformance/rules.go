@@ -50,8 +50,9 @@ type Rule struct {
 }
 
 // Rules is every rule the suite checks, in the order of the docs' table.
-// TestRulesTable fails when modules/README.md's table differs, and when a
-// rule here is one the suite never checks.
+// TestRulesTable fails when modules/README.md's table differs; TestRuleSites
+// when a rule constant has no entry here, or an entry is a rule that no
+// judge and no sequence checks.
 var Rules = []Rule{
 	{Name: RuleCapabilities, Checks: "the module validates; a capability it exports does not answer NotImplemented"},
 	{Name: RuleInstances, Checks: "`InstanceExists`, `InstanceMetadata`, `InstanceShutdown` and `GetZoneByProviderID` agree with the spec"},
@@ -89,12 +90,13 @@ var Rules = []Rule{
 }
 
 // RulesTable is Rules as a Markdown table, as modules/README.md and
-// docs/reference/rules.md show it.
+// docs/reference/rules.md show it, with where the suite checks each rule
+// (ruleSites, read from the code).
 func RulesTable() string {
 	var b strings.Builder
-	b.WriteString("| rule | checks |\n| --- | --- |\n")
+	b.WriteString("| rule | checks | checked by |\n| --- | --- | --- |\n")
 	for _, r := range Rules {
-		b.WriteString("| `" + r.Name + "` | " + r.Checks + " |\n")
+		b.WriteString("| `" + r.Name + "` | " + r.Checks + " | " + ruleSites[r.Name] + " |\n")
 	}
 	return b.String()
 }

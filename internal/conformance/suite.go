@@ -37,10 +37,12 @@
 // as the docs say it, and, for a rule one call can break, its judge,
 // which takes the call's outcome, the injected fault and what the suite
 // knew before the call (a callCase), and returns structured evidence from
-// which the failure message is rendered (judges.go). Every faulted call
-// is judged by every rule of the table. Every failure names its rule and
-// the exact requests and answers of the call that broke it, bodies
-// included.
+// which the failure message is rendered (judges.go). The docs' table says
+// where each rule is checked, its judge or the sequences that report it,
+// as rulesites_test.go reads them from the code into rulesites.go. Every
+// faulted call is judged by every rule of the table. Every failure names
+// its rule and the exact requests and answers of the call that broke it,
+// bodies included.
 //
 // The runner's mechanics (call, warmCall, check, underFaults) are in
 // runner.go; the checks, by area, in instances.go, loadbalancer.go,
