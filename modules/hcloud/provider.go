@@ -85,11 +85,6 @@ type Provider struct {
 // for the answer to travel and for slow requests.
 const defaultCallTimeout = 20 * time.Second
 
-// maxAnswerReserve is the most of a call's time kept back from the cloud
-// for the answer: the host stops a call at its deadline, and a call
-// stopped there answered nothing, not even RetryAfter.
-const maxAnswerReserve = time.Second
-
 var (
 	_ sdk.Provider           = (*Provider)(nil)
 	_ sdk.InstancesV2        = (*Provider)(nil)
@@ -207,13 +202,13 @@ func positiveDuration(field, value string, def time.Duration) (time.Duration, er
 	return d, nil
 }
 
-// bounded returns ctx with the deadline by which the provider stops
-// waiting on the cloud: the call's own, less a tenth of the time left (a
-// second at most) for the answer, or callTimeout from now for a call
-// without one.
+// bounded returns the context by whose deadline the provider stops
+// waiting on the cloud: ctx's own, which inside a module is the call's
+// less the SDK's reserve for the answer, or callTimeout from now for a
+// call without one (a host that gives no deadline).
 func (p *Provider) bounded(ctx context.Context) context.Context {
-	if d, ok := ctx.Deadline(); ok {
-		return deadlineContext{ctx, d.Add(-min(time.Until(d)/10, maxAnswerReserve))}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx
 	}
 	return deadlineContext{ctx, time.Now().Add(p.callTimeout)}
 }

@@ -44,15 +44,23 @@ type RetryError struct {
 
 func (e *RetryError) Error() string { return e.Msg }
 
-// deadline is when the call about to run ends, by the guest's clock: the
-// time left that the host passed to SetDeadline, counted from when it did.
-// Zero when the host did not (an older host): the call has no known
-// deadline. It is reset when the call ends so that no call sees another's.
+// deadline is when the call about to run must have its answer, by the
+// guest's clock: the time left that the host passed to SetDeadline,
+// counted from when it did, less answerReserve. Zero when the host did
+// not (an older host): the call has no known deadline. It is reset when
+// the call ends so that no call sees another's.
 var deadline time.Time
 
 // SetDeadline is the body of abi.ExportSetDeadline, which the host calls
 // right before each method export.
-func SetDeadline(left time.Duration) { deadline = time.Now().Add(left) }
+func SetDeadline(left time.Duration) { deadline = time.Now().Add(left - answerReserve(left)) }
+
+// answerReserve is the part of a call's time its context keeps back for
+// the answer: a tenth, a second at most. The host stops a call at its
+// deadline, and a call stopped there answers nothing, not even the
+// RetryAfter or the error of a provider that waited on the cloud until
+// its context ended.
+func answerReserve(left time.Duration) time.Duration { return min(left/10, time.Second) }
 
 // call is the context of the call in progress, made on the first Context
 // of the call and ended by Dispatch: one call runs per instance at a time.
@@ -62,9 +70,10 @@ var call struct {
 }
 
 // Context is the context handed to provider methods inside a module. Its
-// deadline is the call's: the host stops the instance when it passes, so
-// a provider polling an asynchronous cloud action polls while time is
-// left, then answers RetryAfter. It is Background when the host set no
+// deadline is the call's, less a reserve for the answer (answerReserve):
+// the host stops the instance at the call's, so a provider polling an
+// asynchronous cloud action polls while its context lasts, then answers
+// RetryAfter in time. It is Background when the host set no
 // deadline (an older host, or outside a module).
 func Context() context.Context {
 	if call.ctx == nil {
