@@ -89,7 +89,7 @@ func TestCallTrace(t *testing.T) {
 	if code != 0 || out != "true\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
-	for _, want := range []string{"trace: http GET http://127.0.0.1:", "/v1/instances -> 200 (", "trace: log info: checked node-1 with token "+strings.Repeat("*", len(conformancetest.Token))} {
+	for _, want := range []string{"trace: http GET http://127.0.0.1:", "/v1/instances -> 200 (", "trace: log info: checked node-1 with token " + strings.Repeat("*", len(conformancetest.Token))} {
 		if !strings.Contains(errOut, want) {
 			t.Errorf("trace lacks %q:\n%s", want, errOut)
 		}
