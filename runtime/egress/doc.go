@@ -9,8 +9,9 @@
 // names them by IP. The module's credentials are applied on the way out
 // (credentials.Authenticator), and every secret of the process is searched
 // for in what comes back (credentials.Redact). The
-// RateBudget, shared by every module of a process, follows the cloud's
-// quota headers and reports throttling (Throttle). The package also holds
+// RateBudget, one per module and shared by every generation of it (the
+// module in service and a rollout's candidate), follows the cloud's quota
+// headers and reports throttling (Throttle). The package also holds
 // the metrics of these requests.
 //
 // A Client answers every request with an abi.HTTPResponse, failures in its
