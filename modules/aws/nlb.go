@@ -34,19 +34,14 @@ const (
 )
 
 // nlbUnsupported are the annotations the module refuses on an NLB: those
-// with which the official CCM builds something else (TLS listeners,
-// addresses, access logs, target group attributes, chosen subnets or
-// Nodes, managed security groups) and the Classic ones it ignores there,
-// so that no Service asks for what it does not get.
-var nlbUnsupported = []string{
-	annotationPrefix + "ssl-cert", annotationPrefix + "ssl-ports", annotationPrefix + "ssl-negotiation-policy",
-	annotationPrefix + "backend-protocol", annotationPrefix + "proxy-protocol",
-	annotationPrefix + "eip-allocations", annotationPrefix + "private-ipv4-addresses",
-	annotationPrefix + "access-log-enabled", annotationPrefix + "access-log-emit-interval",
-	annotationPrefix + "access-log-s3-bucket-name", annotationPrefix + "access-log-s3-bucket-prefix",
-	annotationPrefix + "target-group-attributes", annotationPrefix + "subnets", annotationPrefix + "target-node-labels",
+// it refuses on a Classic ELB, those with which the official CCM builds
+// something else on an NLB (addresses, target group attributes, managed
+// security groups) and the Classic ones it ignores there, so that no
+// Service asks for what it does not get.
+var nlbUnsupported = slices.Concat(unsupportedAnnotations, []string{
+	annotationPrefix + "eip-allocations", annotationPrefix + "private-ipv4-addresses", annotationPrefix + "target-group-attributes",
 	annotationGroups, annotationExtraGroups, annotationIdleTimeout, annotationDraining, annotationDrainTimeout,
-}
+})
 
 // isNLB reports a Service whose load balancer is an NLB.
 func isNLB(svc *abi.Service) bool { return svc.Annotations[annotationType] == "nlb" }
