@@ -31,10 +31,12 @@ func TestAWSDifferential(t *testing.T) {
 	differential(t, "WASMCCM_AWS_CCM", "wasmccm + aws module", awsDiffRun)
 }
 
-// awsDiffRun plays the scenario under one implementation: two Nodes in two
-// zones, three Services (default, internal with attributes and source
-// ranges, externalTrafficPolicy Local), routes; then one Service deleted.
-func awsDiffRun(t *testing.T, impl, official string) map[string]string {
+// awsDiffCluster starts a differential's cluster under impl: a fresh fake
+// EC2, ELB and ELBv2 API with a route table and an instance in each of two
+// zones of cluster e2e, the CCM (wasmccm with the aws module, TinyGo when
+// there is TinyGo, or the official binary), and the two Nodes,
+// initialized.
+func awsDiffCluster(t *testing.T, impl, official string) (*awsEnv, awsfake.RouteTable, []awsfake.Instance) {
 	fake := awsfake.New(awsfake.Options{})
 	srv := httptest.NewServer(fake.Handler())
 	t.Cleanup(srv.Close)
@@ -67,6 +69,14 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 	for _, in := range instances {
 		e.waitInitialized(t, in.PrivateDNSName)
 	}
+	return e, table, instances
+}
+
+// awsDiffRun plays the scenario under one implementation: two Nodes in two
+// zones, three Services (default, internal with attributes and source
+// ranges, externalTrafficPolicy Local), routes; then one Service deleted.
+func awsDiffRun(t *testing.T, impl, official string) map[string]string {
+	e, table, instances := awsDiffCluster(t, impl, official)
 	ctx := context.Background()
 	local := diffService("local", 8080, 30880, nil)
 	local.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal

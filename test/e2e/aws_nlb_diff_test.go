@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
-	"github.com/wasmccm/wasmccm/internal/wasmbuild"
 	"github.com/wasmccm/wasmccm/modules/aws"
 )
 
@@ -38,38 +36,8 @@ const nlbAnnotation = "service.beta.kubernetes.io/aws-load-balancer-type"
 // Local); then the first loses a port and changes the other's node port;
 // then it is deleted.
 func awsNLBDiffRun(t *testing.T, impl, official string) map[string]string {
-	fake := awsfake.New(awsfake.Options{})
-	srv := httptest.NewServer(fake.Handler())
-	t.Cleanup(srv.Close)
-	table, err := fake.AddRouteTable("", awsClusterTags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var instances []awsfake.Instance
-	for i := range 2 {
-		in, err := fake.AddInstance(awsfake.Instance{Type: "m5.large", Zone: fmt.Sprintf("us-east-1%c", 'a'+i), Tags: awsClusterTags})
-		if err != nil {
-			t.Fatal(err)
-		}
-		instances = append(instances, in)
-	}
-	var e *awsEnv
-	if impl == "wasmccm" {
-		tc := wasmbuild.Go
-		if _, err := wasmbuild.TinyGoPath(); err == nil {
-			tc = wasmbuild.TinyGo
-		}
-		providerConfig := fmt.Sprintf("{region: us-east-1, clusterID: e2e, ec2Endpoint: %q, elbEndpoint: %q}", srv.URL, srv.URL)
-		e = &awsEnv{env: startModule(t, awsModule, tc, srv.URL, providerConfig, withSigV4(srv.URL)), fake: fake, routeTable: table.ID}
-	} else {
-		e = &awsEnv{env: startOfficialAWS(t, official, srv.URL, fake), fake: fake, routeTable: table.ID}
-	}
-	for i, in := range instances {
-		e.registerNode(in.PrivateDNSName, fmt.Sprintf("10.244.%d.0/24", i+1))
-	}
-	for _, in := range instances {
-		e.waitInitialized(t, in.PrivateDNSName)
-	}
+	e, _, _ := awsDiffCluster(t, impl, official)
+	fake := e.fake
 	ctx := context.Background()
 	web := diffService("nlb", 80, 30080, map[string]string{nlbAnnotation: "nlb"})
 	web.Spec.Ports = append(web.Spec.Ports, v1.ServicePort{Name: "q", Port: 443, NodePort: 30443, TargetPort: intstr.FromInt32(8443), Protocol: v1.ProtocolTCP})
