@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -201,6 +202,12 @@ type SpecLoadBalancer struct {
 	// Port and NodePort of its one TCP port; default 80 and 30080.
 	Port     int32 `json:"port,omitempty"`
 	NodePort int32 `json:"nodePort,omitempty"`
+	// Annotations of the test Service, and of every Service the suite
+	// creates a load balancer for: to judge the load balancer an
+	// annotation chooses (aws's
+	// service.beta.kubernetes.io/aws-load-balancer-type: nlb) rather
+	// than the default one.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// List configures the checks of ListLoadBalancers, which run when
 	// the module exports it (wasmccm_list_load_balancers).
 	List SpecLoadBalancerList `json:"list,omitempty"`
@@ -292,6 +299,9 @@ func ReadSpec(path string) (*Spec, error) {
 	if p := s.Warm.period(); p%nodeStatusPeriod != 0 {
 		return nil, fmt.Errorf("test spec %s: warm.period is %s; want a multiple of %s, the longest period it replays, so that every call's rate is counted whole", path, p, nodeStatusPeriod)
 	}
+	if _, ok := s.LoadBalancer.Annotations[""]; ok {
+		return nil, fmt.Errorf("test spec %s: loadBalancer.annotations has an empty key", path)
+	}
 	for i, d := range s.LoadBalancer.Destructive {
 		if !d.valid() {
 			return nil, fmt.Errorf("test spec %s: loadBalancer.destructive[%d] wants either a path pattern (with a method or not) or an action", path, i)
@@ -370,6 +380,7 @@ func (s *Spec) serviceNamed(name string) abi.Service {
 	}
 	return abi.Service{
 		Namespace: ns, Name: name, UID: serviceUID(ns, name),
+		Annotations:           maps.Clone(lb.Annotations),
 		Ports:                 []abi.ServicePort{{Name: "http", Protocol: "TCP", Port: port, NodePort: nodePort}},
 		ExternalTrafficPolicy: "Cluster",
 	}

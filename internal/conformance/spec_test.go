@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmccm/wasmccm/abi"
 )
 
 func writeSpec(t *testing.T, content string) string {
@@ -41,7 +43,7 @@ limitedCredentials: {dir: readonly}
 		t.Fatal("a misspelt field was accepted")
 	}
 	for _, want := range []string{`unknown field "shutdwn"`, "  nodes[].shutdown\n", "  nodes[].lookupByName\n", "  nodes[].expectError\n",
-		"  loadBalancer.skip\n", "  loadBalancer.list.otherCluster.providerConfig\n", "  routes.destinationCIDR\n", "  limitedCredentials.dir"} {
+		"  loadBalancer.skip\n", "  loadBalancer.annotations\n", "  loadBalancer.list.otherCluster.providerConfig\n", "  routes.destinationCIDR\n", "  limitedCredentials.dir"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}
@@ -56,6 +58,25 @@ limitedCredentials: {dir: readonly}
 	}
 	if _, err := ReadSpec(writeSpec(t, "loadBalancer: {list: {seed: -1}}\n")); err == nil {
 		t.Error("a negative seed was accepted")
+	}
+
+	// Every Service the suite makes a load balancer for carries the
+	// annotations, so the seeded ones take the same path as the test one.
+	s, err = ReadSpec(writeSpec(t, "loadBalancer: {annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []abi.Service{s.service(), s.serviceNamed("lb-1")} {
+		if len(svc.Annotations) != 1 || svc.Annotations["service.beta.kubernetes.io/aws-load-balancer-type"] != "nlb" {
+			t.Errorf("Service %s has annotations %v", svc.Name, svc.Annotations)
+		}
+	}
+	s.service().Annotations["x"] = "y"
+	if len(s.serviceNamed("lb-1").Annotations) != 1 {
+		t.Error("a change to one Service's annotations reached the others")
+	}
+	if _, err := ReadSpec(writeSpec(t, "loadBalancer: {annotations: {\"\": nlb}}\n")); err == nil || !strings.Contains(err.Error(), "loadBalancer.annotations has an empty key") {
+		t.Errorf("an empty annotation key: %v", err)
 	}
 
 	s, err = ReadSpec(writeSpec(t, "rateLimit: {perHour: 3600}\nwarm: {period: 1h, stateMaxAge: 30s}\n"))

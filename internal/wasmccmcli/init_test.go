@@ -142,7 +142,7 @@ func TestScaffoldSpecSections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, uncommented)
 	}
-	if len(spec.Nodes) != 4 || len(spec.LoadBalancer.Destructive) != 1 || len(spec.LoadBalancer.List.Foreign) != 1 || spec.LimitedCredentials == nil ||
+	if len(spec.Nodes) != 4 || len(spec.LoadBalancer.Destructive) != 1 || len(spec.LoadBalancer.List.Foreign) != 1 || len(spec.LoadBalancer.Annotations) != 1 || spec.LimitedCredentials == nil ||
 		spec.RateLimit == nil || spec.SlowCloud == nil || spec.Warm.Period == "" || spec.Routes.DestinationCIDR == "" {
 		t.Errorf("the scaffold's spec lacks a section:\n%s", uncommented)
 	}
