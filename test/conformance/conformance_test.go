@@ -9,6 +9,7 @@ package conformance_test
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"fmt"
 	"net/http"
@@ -53,7 +54,9 @@ func TestConformancePasses(t *testing.T) {
 	}
 	modules := []struct {
 		name string
-		env  func(testing.TB) (config, spec string)
+		// module is the directory under modules/; default name.
+		module string
+		env    func(testing.TB) (config, spec string)
 		// snapshot: the module keeps a snapshot of the cloud's
 		// instances, so its warm phase costs far fewer requests than
 		// its cold calls would.
@@ -62,6 +65,7 @@ func TestConformancePasses(t *testing.T) {
 		{name: "simcloud", env: func(t testing.TB) (string, string) { return conformancetest.Simcloud(t, "", "") }, snapshot: true},
 		{name: "hcloud", env: conformancetest.Hcloud, snapshot: true},
 		{name: "aws", env: conformancetest.AWS},
+		{name: "aws-nlb", module: "aws", env: conformancetest.AWSNLB},
 		{name: "digitalocean", env: conformancetest.DigitalOcean, snapshot: true},
 	}
 	for _, m := range modules {
@@ -70,7 +74,7 @@ func TestConformancePasses(t *testing.T) {
 				t.Parallel() // each has its own cloud
 				config, spec := m.env(t)
 				junit := filepath.Join(t.TempDir(), "report.xml")
-				code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, conformancetest.Module(t, "../../modules/"+m.name+"/module", tc))
+				code, out, errOut := runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, "-junit", junit, conformancetest.Module(t, "../../modules/"+cmp.Or(m.module, m.name)+"/module", tc))
 				if code != 0 || !strings.HasSuffix(out, "PASS\n") {
 					t.Fatalf("exit %d\n%s%s", code, out, errOut)
 				}

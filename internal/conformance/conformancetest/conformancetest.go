@@ -193,12 +193,38 @@ func digitalOcean(t testing.TB, activateAfter time.Duration, specSections string
 
 // AWS starts the fake EC2 API with the cluster's route table, a page
 // of other instances, and the Nodes' instances: running, running, stopped
-// and terminated.
+// and terminated. Its load balancers are Classic ELBs.
 func AWS(t testing.TB) (config, spec string) {
+	t.Helper()
+	return awsCloud(t, false)
+}
+
+// AWSNLB is AWS with the Services annotated for Network Load Balancers,
+// the module's ELBv2 path.
+func AWSNLB(t testing.TB) (config, spec string) {
+	t.Helper()
+	return awsCloud(t, true)
+}
+
+// awsCloud is AWS, with the Services annotated for NLBs when nlb is set;
+// then the test fails at its end unless the module made NLBs only, since
+// a run that passed on the Classic path judged nothing of the NLB one.
+func awsCloud(t testing.TB, nlb bool) (config, spec string) {
 	t.Helper()
 	cloud := awsfake.New(awsfake.Options{})
 	srv := httptest.NewServer(cloud.Handler())
 	t.Cleanup(srv.Close)
+	lb := ""
+	if nlb {
+		lb = "annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}, "
+		t.Cleanup(func() {
+			// The two Classic ELBs are the foreign ones made below.
+			made := cloud.Requests()
+			if classic, nlbs := made["elasticloadbalancing:CreateLoadBalancer"]-2, made["elbv2:CreateLoadBalancer"]; nlbs == 0 || classic != 0 {
+				t.Errorf("the module made %d Classic ELBs and %d NLBs; want only NLBs", classic, nlbs)
+			}
+		})
+	}
 	tags := map[string]string{"kubernetes.io/cluster/c1": "owned"}
 	if _, err := cloud.AddRouteTable("", tags); err != nil {
 		t.Fatal(err)
@@ -247,8 +273,9 @@ func AWS(t testing.TB) (config, spec string) {
 		}
 	}
 	// With the test one, 21 of the cluster's load balancers: their tags
-	// take two DescribeTags. The other cluster is another clusterID.
-	spec += `loadBalancer: {destructive: [{action: DeleteLoadBalancer}], list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
+	// take two DescribeTags. The other cluster is another clusterID. An
+	// NLB is destroyed in parts too: its listeners and target groups.
+	spec += `loadBalancer: {` + lb + `destructive: [{action: DeleteLoadBalancer}, {action: DeleteListener}, {action: DeleteTargetGroup}], list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return filesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }
