@@ -25,6 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	elb "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing"
 	elbtypes "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancing/types"
+	elbv2 "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2"
+	elbv2types "github.com/aws/aws-sdk-go-v2/service/elasticloadbalancingv2/types"
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/dofake"
@@ -218,9 +220,9 @@ func awsCloud(t testing.TB, nlb bool) (config, spec string) {
 	if nlb {
 		lb = "annotations: {service.beta.kubernetes.io/aws-load-balancer-type: nlb}, "
 		t.Cleanup(func() {
-			// The two Classic ELBs are the foreign ones made below.
+			// Two of each are the foreign ones made below.
 			made := cloud.Requests()
-			if classic, nlbs := made["elasticloadbalancing:CreateLoadBalancer"]-2, made["elbv2:CreateLoadBalancer"]; nlbs == 0 || classic != 0 {
+			if classic, nlbs := made["elasticloadbalancing:CreateLoadBalancer"]-2, made["elbv2:CreateLoadBalancer"]-2; nlbs <= 0 || classic != 0 {
 				t.Errorf("the module made %d Classic ELBs and %d NLBs; want only NLBs", classic, nlbs)
 			}
 		})
@@ -258,24 +260,31 @@ func awsCloud(t testing.TB, nlb bool) (config, spec string) {
 	spec += "- {name: ip-10-9-9-9.ec2.internal, expectError: NotFound}\n"
 	spec += "- {name: foreign, providerID: \"hcloud://1\", expectError: Error}\n"
 	// Load balancers the module did not make, created with the official
-	// client: one by hand, without tags, and one as the official CCM
-	// tags it, with the cluster but no Service UID.
-	client := elb.NewFromConfig(aws.Config{Region: awsfake.DefaultRegion, BaseEndpoint: aws.String(srv.URL),
-		Credentials: credentials.NewStaticCredentialsProvider(awsfake.DefaultAccessKeyID, awsfake.DefaultSecretAccessKey, "")})
+	// clients, a Classic ELB and an NLB of each: one by hand, without
+	// tags, and one as the official CCM tags it, with the cluster but no
+	// Service UID.
+	cfg := aws.Config{Region: awsfake.DefaultRegion, BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider(awsfake.DefaultAccessKeyID, awsfake.DefaultSecretAccessKey, "")}
+	client, clientV2 := elb.NewFromConfig(cfg), elbv2.NewFromConfig(cfg)
 	for name, lbTags := range map[string]map[string]string{"by-hand": nil, "official-ccm": {"kubernetes.io/cluster/c1": "owned", "kubernetes.io/service-name": "default/web"}} {
 		in := &elb.CreateLoadBalancerInput{LoadBalancerName: aws.String(name), AvailabilityZones: []string{awsfake.DefaultRegion + "a"},
 			Listeners: []elbtypes.Listener{{Protocol: aws.String("TCP"), LoadBalancerPort: 80, InstancePort: aws.Int32(30080)}}}
+		inV2 := &elbv2.CreateLoadBalancerInput{Name: aws.String(name + "-nlb"), Type: elbv2types.LoadBalancerTypeEnumNetwork, Subnets: []string{cloud.Subnets()[0].ID}}
 		for k, v := range lbTags {
 			in.Tags = append(in.Tags, elbtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+			inV2.Tags = append(inV2.Tags, elbv2types.Tag{Key: aws.String(k), Value: aws.String(v)})
 		}
 		if _, err := client.CreateLoadBalancer(context.Background(), in); err != nil {
 			t.Fatalf("creating load balancer %s: %v", name, err)
+		}
+		if _, err := clientV2.CreateLoadBalancer(context.Background(), inV2); err != nil {
+			t.Fatalf("creating network load balancer %s-nlb: %v", name, err)
 		}
 	}
 	// With the test one, 21 of the cluster's load balancers: their tags
 	// take two DescribeTags. The other cluster is another clusterID. An
 	// NLB is destroyed in parts too: its listeners and target groups.
-	spec += `loadBalancer: {` + lb + `destructive: [{action: DeleteLoadBalancer}, {action: DeleteListener}, {action: DeleteTargetGroup}], list: {seed: 20, foreign: [by-hand, official-ccm], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
+	spec += `loadBalancer: {` + lb + `destructive: [{action: DeleteLoadBalancer}, {action: DeleteListener}, {action: DeleteTargetGroup}], list: {seed: 20, foreign: [by-hand, official-ccm, by-hand-nlb, official-ccm-nlb], otherCluster: {providerConfig: {region: us-east-1, clusterID: c2, ec2Endpoint: "` + srv.URL + `", elbEndpoint: "` + srv.URL + `"}}}}` + "\n"
 	auth := `{name: aws, origins: ["` + srv.URL + `"], sigv4: {accessKeyIDKey: aws-access-key-id, secretAccessKeyKey: aws-secret-access-key}}`
 	return filesWith(t, srv.URL, auth, `{region: us-east-1, clusterID: c1, ec2Endpoint: "`+srv.URL+`", elbEndpoint: "`+srv.URL+`"}`, "", spec)
 }
