@@ -381,15 +381,13 @@ func (p *Provider) EnsureLoadBalancer(ctx context.Context, _ string, svc *abi.Se
 	if err != nil {
 		return nil, err
 	}
-	vpc := p.cfg.VpcID
+	existing := ""
 	if lb != nil {
-		vpc = lb.VpcID
+		existing = lb.VpcID
 	}
-	for i := 0; vpc == "" && i < len(instances); i++ {
-		vpc = instances[i].VpcID
-	}
-	if vpc == "" {
-		return nil, errors.New("aws: no VPC to put load balancer " + spec.name + " in: set vpcID in the provider config, or wait for Nodes with instances")
+	vpc, err := p.vpcOf(spec.name, existing, instances)
+	if err != nil {
+		return nil, err
 	}
 	subnets, err := p.elbSubnets(ctx, vpc, spec.internal)
 	if err != nil {
@@ -704,6 +702,22 @@ func (p *Provider) syncHealthCheck(ctx context.Context, lb *loadBalancer, want h
 		"HealthCheck.Timeout": {strconv.Itoa(want.Timeout)}, "HealthCheck.UnhealthyThreshold": {strconv.Itoa(want.Unhealthy)},
 		"HealthCheck.HealthyThreshold": {strconv.Itoa(want.HealthyCount)}})
 	return err
+}
+
+// vpcOf is the VPC load balancer name goes in: the one it is in already
+// (existing), else the provider config's, else the first Node's.
+func (p *Provider) vpcOf(name, existing string, instances []instance) (string, error) {
+	vpc := existing
+	if vpc == "" {
+		vpc = p.cfg.VpcID
+	}
+	for i := 0; vpc == "" && i < len(instances); i++ {
+		vpc = instances[i].VpcID
+	}
+	if vpc == "" {
+		return "", errors.New("aws: no VPC to put load balancer " + name + " in: set vpcID in the provider config, or wait for Nodes with instances")
+	}
+	return vpc, nil
 }
 
 // nodeInstances describes the Nodes' instances by their provider IDs, as

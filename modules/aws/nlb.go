@@ -307,15 +307,13 @@ func (p *Provider) ensureNLB(ctx context.Context, svc *abi.Service, nodes []abi.
 	if err != nil {
 		return nil, err
 	}
-	vpc := p.cfg.VpcID
+	existing := ""
 	if lb != nil {
-		vpc = lb.VpcID
+		existing = lb.VpcID
 	}
-	for i := 0; vpc == "" && i < len(instances); i++ {
-		vpc = instances[i].VpcID
-	}
-	if vpc == "" {
-		return nil, errors.New("aws: no VPC to put load balancer " + spec.name + " in: set vpcID in the provider config, or wait for Nodes with instances")
+	vpc, err := p.vpcOf(spec.name, existing, instances)
+	if err != nil {
+		return nil, err
 	}
 	ids := make([]string, 0, len(instances))
 	for _, in := range instances {
