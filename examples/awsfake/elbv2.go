@@ -110,27 +110,24 @@ func v2TGNotFound() *apiError {
 }
 
 func (cl *call) v2LoadBalancer() (*NetworkLoadBalancer, *apiError) {
-	arn, err := cl.required("LoadBalancerArn")
-	if err != nil {
-		return nil, validation("LoadBalancerArn is required")
-	}
-	lb := cl.c.nlbs[arn]
-	if lb == nil {
-		return nil, v2LBNotFound()
-	}
-	return lb, nil
+	return namedObject(cl, "LoadBalancerArn", cl.c.nlbs, v2LBNotFound)
 }
 
 func (cl *call) v2TargetGroup() (*TargetGroup, *apiError) {
-	arn, err := cl.required("TargetGroupArn")
+	return namedObject(cl, "TargetGroupArn", cl.c.targetGroups, v2TGNotFound)
+}
+
+// namedObject is the object of objects whose ARN the request's required
+// parameter param names.
+func namedObject[T any](cl *call, param string, objects map[string]*T, notFound func() *apiError) (*T, *apiError) {
+	arn, err := cl.required(param)
 	if err != nil {
-		return nil, validation("TargetGroupArn is required")
+		return nil, validation("%s is required", param)
 	}
-	tg := cl.c.targetGroups[arn]
-	if tg == nil {
-		return nil, v2TGNotFound()
+	if o := objects[arn]; o != nil {
+		return o, nil
 	}
-	return tg, nil
+	return nil, notFound()
 }
 
 type xmlV2Tag struct{ Key, Value string }
