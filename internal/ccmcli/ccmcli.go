@@ -1,8 +1,8 @@
 // Package ccmcli is wasm-cloud-controller-manager's command line: the
 // upstream cloud-controller-manager command over provider "wasm", with
 // the orphan load balancer sweep among its controllers (sweep.go), and
-// the Node and service controllers run once per module for a CCM of
-// several (nodes.go, services.go).
+// the Node and service controllers run once per module (nodes.go,
+// services.go).
 // cmd/wasm-cloud-controller-manager runs it, and docs/reference/cli.md
 // lists its flags.
 package ccmcli
@@ -24,7 +24,7 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/version"  // build info metric
 	"k8s.io/klog/v2"
 
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
+	"github.com/wasmccm/wasmccm/runtime/assembly"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -50,9 +50,13 @@ func initCloud(c *config.CompletedConfig) cloudprovider.Interface {
 	if shared.CloudConfigFile == "" {
 		klog.Fatalf("cloud provider %q needs --cloud-config", provider.ProviderName)
 	}
-	cloud, err := multimodule.Open(context.Background(), shared.CloudConfigFile, c.Kubeconfig)
+	cloud, err := assembly.Open(context.Background(), shared.CloudConfigFile, c.Kubeconfig)
 	if err != nil {
 		klog.Fatalf("cloud provider could not be initialized: %v", err)
 	}
 	return cloud
 }
+
+// assembled is the cloud initCloud built: the controllers' constructors
+// are given it as a cloudprovider.Interface.
+func assembled(cloud cloudprovider.Interface) *assembly.Cloud { return cloud.(*assembly.Cloud) }

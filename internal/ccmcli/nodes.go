@@ -11,19 +11,16 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
-
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
 )
 
 // startCloudNodeControllers starts upstream's cloud-node controller, with
-// upstream's options, once per multimodule.NodeServers entry: over the
-// provider for a CCM of one module, as upstream does, and once per module
-// that serves Nodes for a CCM of several, each with workers of its own.
+// upstream's options, once per module that serves Nodes
+// (assembly.Cloud.NodeServers), each with workers of its own.
 func startCloudNodeControllers(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		cc := completed.ComponentConfig
 		started := false
-		for _, s := range multimodule.NodeServers(cloud, completed.SharedInformers.Core().V1().Nodes()) {
+		for _, s := range assembled(cloud).NodeServers(completed.SharedInformers.Core().V1().Nodes()) {
 			// A client each: its request rate limit is the module's own.
 			client, err := completed.ClientBuilder.Client(initContext.ClientName)
 			if err != nil {
@@ -50,7 +47,7 @@ func startCloudNodeControllers(initContext app.ControllerInitContext, completed 
 func startCloudNodeLifecycleControllers(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		started := false
-		for _, s := range multimodule.NodeServers(cloud, completed.SharedInformers.Core().V1().Nodes()) {
+		for _, s := range assembled(cloud).NodeServers(completed.SharedInformers.Core().V1().Nodes()) {
 			client, err := completed.ClientBuilder.Client(initContext.ClientName)
 			if err != nil {
 				return nil, false, err

@@ -12,21 +12,14 @@ import (
 	genericcontrollermanager "k8s.io/controller-manager/app"
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
-
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
 )
 
-// startServiceControllers starts the upstream service controller: one
-// over the provider for a CCM of one module, or one per module that
-// serves load balancers for a CCM of several, each over a Service
-// informer showing it only the Services routed to its module
-// (multimodule.Routing.ServiceView). Finalizer, status, Events, node sync
-// and retries are thus the upstream controller's for every class.
+// startServiceControllers starts the upstream service controller once per
+// module that serves load balancers (assembly.Cloud.LoadBalancerServers),
+// each over the Services routed to its module. Finalizer, status, Events,
+// node sync and retries are thus the upstream controller's for every
+// class.
 func startServiceControllers(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
-	multi, ok := cloud.(*multimodule.Cloud)
-	if !ok {
-		return app.StartServiceControllerWrapper(initContext, completed, cloud)
-	}
 	return func(ctx context.Context, controllerContext genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		client, err := completed.ClientBuilder.Client(initContext.ClientName)
 		if err != nil {
@@ -34,16 +27,26 @@ func startServiceControllers(initContext app.ControllerInitContext, completed *c
 		}
 		workers := int(completed.ComponentConfig.ServiceController.ConcurrentServiceSyncs)
 		started := false
-		for name, lbCloud := range multi.LoadBalancers() {
-			factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(multi.Routing().ServiceView(name)))
-			c, err := servicecontroller.New(lbCloud, client, factory.Core().V1().Services(),
+		for _, s := range assembled(cloud).LoadBalancerServers() {
+			services := completed.SharedInformers.Core().V1().Services()
+			var own informers.SharedInformerFactory
+			if s.View != nil {
+				own = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(s.View))
+				services = own.Core().V1().Services()
+			}
+			c, err := servicecontroller.New(s.Cloud, client, services,
 				completed.SharedInformers.Core().V1().Nodes(), completed.ComponentConfig.KubeCloudShared.ClusterName, utilfeature.DefaultFeatureGate)
 			if err != nil {
-				return nil, false, err
+				// As upstream: a provider without load balancers runs no
+				// such controller, and the others still run.
+				klog.ErrorS(err, "failed to start service controller", "module", s.Module)
+				continue
 			}
-			factory.Start(ctx.Done())
+			if own != nil {
+				own.Start(ctx.Done())
+			}
 			go c.Run(ctx, workers, controllerContext.ControllerManagerMetrics)
-			klog.InfoS("service controller started", "module", name)
+			klog.InfoS("service controller started", "module", s.Module)
 			started = true
 		}
 		return nil, started, nil

@@ -18,7 +18,7 @@ import (
 	"k8s.io/controller-manager/controller"
 	"k8s.io/klog/v2"
 
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
+	"github.com/wasmccm/wasmccm/runtime/assembly"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
@@ -51,8 +51,7 @@ func controllers() map[string]app.ControllerInitFuncConstructor {
 	return c
 }
 
-// startOrphanSweep starts the sweep of the provider, or of each module of
-// several, as it starts.
+// startOrphanSweep starts the sweep of each module as it starts.
 func startOrphanSweep(initContext app.ControllerInitContext, completed *config.CompletedConfig, cloud cloudprovider.Interface) app.InitFunc {
 	return func(ctx context.Context, _ genericcontrollermanager.ControllerContext) (controller.Interface, bool, error) {
 		clusterName := completed.ComponentConfig.KubeCloudShared.ClusterName
@@ -88,15 +87,9 @@ func startOrphanSweep(initContext app.ControllerInitContext, completed *config.C
 			go sweep.New(c.OrphanSweep(), c, scope, clusterName, lister, synced, recorder, pod).Run(ctx)
 			return true
 		}
-		switch c := cloud.(type) {
-		case *provider.Cloud:
-			return nil, start(c, sweep.Scope{}), nil
-		case *multimodule.Cloud:
-			c.EachStarted(func(m multimodule.Served) {
-				start(m.Cloud, sweep.Scope{Module: m.Name, Keeps: c.Routing().Keeps(m.Name)})
-			})
-			return nil, true, nil
-		}
-		return nil, false, nil
+		assembled(cloud).EachStarted(func(m assembly.Served) {
+			start(m.Cloud, sweep.Scope{Module: m.Name, Keeps: m.Keeps})
+		})
+		return nil, true, nil
 	}
 }

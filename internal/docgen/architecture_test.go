@@ -104,3 +104,27 @@ func TestArchitectureNamesEveryRuntimePackage(t *testing.T) {
 		}
 	}
 }
+
+// TestOneAssembly: only runtime/assembly asks whether the cloud-config is
+// one module's or several (cloudconfig.File.Sole) or reaches a module's
+// provider.Cloud through the CCM's cloudprovider.Interface; everything
+// else is given one shape for both.
+func TestOneAssembly(t *testing.T) {
+	asks := []string{".Sole()", ".(*provider.Cloud)", "case *provider.Cloud"}
+	for dir, files := range goPackages(t, "runtime", "internal", "cmd") {
+		if dir == "runtime/assembly" || dir == "runtime/cloudconfig" {
+			continue
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ask := range asks {
+				if strings.Contains(string(data), ask) {
+					t.Errorf("%s: %q: only runtime/assembly tells one module from several", file, ask)
+				}
+			}
+		}
+	}
+}

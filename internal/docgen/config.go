@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -31,27 +30,27 @@ type configSection struct {
 	rows      [][]string
 }
 
-// cloudConfigPage documents cloudconfig.Config, then multimodule.Config,
-// following their field types by reflection into whichever package
-// declares them.
+// cloudConfigPage documents cloudconfig.File's two forms: one module's
+// Config, then a list of modules, following their field types by
+// reflection into whichever package declares them.
 func cloudConfigPage(s *sources) (string, error) {
 	var one, several []*configSection
 	if err := walkConfig(s, &one, "", reflect.TypeFor[cloudconfig.Config](), reflect.ValueOf(provider.Defaults()), false); err != nil {
 		return "", err
 	}
-	if err := walkConfig(s, &several, "", reflect.TypeFor[multimodule.Config](), reflect.Value{}, true); err != nil {
+	if err := walkConfig(s, &several, "", reflect.TypeFor[cloudconfig.File](), reflect.Value{}, true); err != nil {
 		return "", err
 	}
 	var b strings.Builder
 	b.WriteString("# cloud-config reference\n\n" +
-		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/cloudconfig.Config`, " +
-		"and from `runtime/multimodule.Config` for [several modules](#several-modules)). " +
+		"The file `--cloud-config` names, in YAML (`internal/docgen` reads it from `runtime/cloudconfig`): " +
+		"one module's `Config`, or a `File` that lists [several modules](#several-modules). " +
 		"Unknown fields are refused. A default is what an absent or zero field means (`provider.Defaults`); " +
 		"limits are the values `cloudconfig.Parse` accepts, found by trying them.\n")
 	writeSections(&b, one, "Top level", "##")
 	b.WriteString("\n## Several modules\n\n" +
 		"A cloud-config with a top-level `modules` list serves several modules from one CCM " +
-		"(`runtime/multimodule`; how-to: [docs/hybrid.md](../hybrid.md)). " +
+		"(`runtime/assembly`; how-to: [docs/hybrid.md](../hybrid.md)). " +
 		"Each entry takes every field of the one-module cloud-config above, with the entry's own values.\n")
 	writeSections(&b, several, "Several modules: top level", "###")
 	return b.String(), nil

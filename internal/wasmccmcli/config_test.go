@@ -30,14 +30,17 @@ modules:
   http: {allowedOrigins: ["https://b.example"]}
 `)
 	one := write("one.yaml", "modules:\n- name: a\n  module: {path: /a.wasm}\n  loadBalancers: {default: true}\n")
+	sole := write("sole.yaml", "module: {path: /a.wasm}\nhttp: {allowedOrigins: [\"https://s.example\"]}\n")
 	for _, tc := range []struct {
 		path, origin, err string
 	}{
 		{path: two + "#b", origin: "https://b.example"},
 		{path: two + "#a", origin: "https://a.example"},
-		{path: two, err: "name one: -config FILE#NAME, NAME one of a, b"},
+		{path: two, err: "name one of a, b (-config FILE#NAME)"},
 		{path: two + "#c", err: `no module "c"; it has a, b`},
 		{path: one},
+		{path: sole, origin: "https://s.example"},
+		{path: sole + "#a", err: "name none"},
 	} {
 		cfg, err := loadConfig(tc.path, "/built.wasm")
 		if tc.err != "" {

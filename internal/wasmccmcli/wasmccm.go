@@ -21,7 +21,6 @@ import (
 	"github.com/wasmccm/wasmccm/internal/conformance"
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -237,48 +236,22 @@ func optionalExport(export string) bool {
 
 // loadConfig reads a cloud-config when given; the module path on the
 // command line wins over the one in the file. FILE#NAME picks the module
-// NAME of a cloud-config of several modules (runtime/multimodule); a lone
-// module needs no name.
+// NAME of a cloud-config of several modules; a lone module needs no name.
 func loadConfig(path, modulePath string) (*cloudconfig.Config, error) {
 	if path == "" {
 		return &cloudconfig.Config{Module: cloudconfig.Module{Path: modulePath}}, nil
 	}
 	path, name, _ := strings.Cut(path, "#")
-	data, err := os.ReadFile(path)
+	file, err := cloudconfig.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var cfg *cloudconfig.Config
-	if multimodule.IsMulti(data) {
-		cfg, err = pickModule(data, name)
-	} else {
-		cfg, err = cloudconfig.Parse(bytes.NewReader(data))
-	}
+	cfg, err := file.Pick(name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (-config FILE#NAME)", err)
 	}
 	cfg.Module.Path = modulePath
 	return cfg, nil
-}
-
-// pickModule returns module name's cloud-config from a cloud-config of
-// several modules.
-func pickModule(data []byte, name string) (*cloudconfig.Config, error) {
-	multi, err := multimodule.ParseConfig(bytes.NewReader(data))
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for i, m := range multi.Modules {
-		if m.Name == name || name == "" && len(multi.Modules) == 1 {
-			return &multi.Modules[i].Config, nil
-		}
-		names = append(names, m.Name)
-	}
-	if name == "" {
-		return nil, fmt.Errorf("the cloud-config serves several modules; name one: -config FILE#NAME, NAME one of %s", strings.Join(names, ", "))
-	}
-	return nil, fmt.Errorf("the cloud-config has no module %q; it has %s", name, strings.Join(names, ", "))
 }
 
 // callInput is one input of call, with the line it starts on (0 for the

@@ -1,14 +1,15 @@
-// Package cloudconfig is the --cloud-config file of provider "wasm" with
-// one module: its types, their defaults and their validation. Several
-// modules in one CCM (runtime/multimodule) list one such configuration
-// per module. docs/reference/cloud-config.md is generated from these
-// types and their doc comments.
+// Package cloudconfig is the --cloud-config file of provider "wasm": its
+// types, their defaults and their validation. The file lists the modules
+// the CCM serves, each with its Config and what it serves (File, Entry);
+// a file of one module's Config is read as a list of that one module.
+// docs/reference/cloud-config.md is generated from these types and their
+// doc comments.
 //
-// It imports none of Kubernetes' API, client or metrics packages and no
-// part of the runtime that runs modules (only sigs.k8s.io/yaml, and klog
-// through the credentials config): the configuration can be read, checked
-// and fuzzed (`go test -fuzz` instruments every package a fuzz target
-// links) without them. The packages that act on a section own its
+// It imports none of Kubernetes' client or metrics packages and no part
+// of the runtime that runs modules (only sigs.k8s.io/yaml, apimachinery's
+// label selectors and name validation, and klog through the credentials
+// config): the configuration can be read, checked and fuzzed (`go test
+// -fuzz` instruments every package a fuzz target links) without them. The packages that act on a section own its
 // meaning: runtime/lifecycle the rollout, runtime/deletion the deletion
 // budget, runtime/sweep the orphan sweep, runtime/egress the rate limits,
 // runtime/credentials the credentials, runtime/provider the rest.
@@ -18,18 +19,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/oci/imageref"
 )
 
-// Config is the --cloud-config file of provider "wasm". Unknown fields are
-// rejected so that a typo never silently drops a limit or a grant.
+// Config is one module's configuration: a File's Entry, or the whole file
+// of a CCM with one module.
 type Config struct {
 	// ClusterName is passed to the module's init. Default "kubernetes".
 	ClusterName string `json:"clusterName,omitempty"`
@@ -143,28 +139,6 @@ type Safety struct {
 	MaxNodeDeletions DeletionBudget `json:"maxNodeDeletions,omitempty"`
 }
 
-// Parse reads and validates a cloud-config.
-func Parse(r io.Reader) (*Config, error) {
-	if r == nil {
-		return nil, errors.New("provider wasm needs --cloud-config")
-	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading cloud-config: %w", err)
-	}
-	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		if strings.Contains(err.Error(), `unknown field "granted"`) {
-			err = fmt.Errorf("%w: credentials.granted was replaced by credentials.auth, which has the host apply a credential to the module's requests, and credentials.readable, which lets the module read it", err)
-		}
-		return nil, fmt.Errorf("cloud-config: %w", err)
-	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("cloud-config: %w", err)
-	}
-	return &cfg, nil
-}
-
 // Bounds of the limits section.
 const (
 	// maxPoolSize is the most instances of one module.
@@ -234,16 +208,6 @@ func (m *Module) validateSource() error {
 // record, which needs the cluster (kube).
 func (c *Config) RollsOut(kube bool) bool {
 	return c.Module.ReloadInterval.Duration > 0 || kube && !c.Module.LastKnownGood.Disabled
-}
-
-// ReadFile parses the cloud-config at path.
-func ReadFile(path string) (*Config, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening cloud-config: %w", err)
-	}
-	defer f.Close()
-	return Parse(f)
 }
 
 // orDefault returns v, or def when v is the zero value.

@@ -2,6 +2,7 @@ package cloudconfig
 
 import (
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := Parse(strings.NewReader(tc.yaml))
+			cfg, err := parseOne(strings.NewReader(tc.yaml))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -74,6 +75,15 @@ providerConfig: {endpoint: "https://api.example.com", region: eu-1}
 			}
 		})
 	}
+}
+
+// parseOne parses a one-module cloud-config and returns its module's.
+func parseOne(r io.Reader) (*Config, error) {
+	f, err := Parse(r)
+	if err != nil {
+		return nil, err
+	}
+	return f.Pick("")
 }
 
 // TestParseSafetyAndRollout: the safety and rollout sections, set and

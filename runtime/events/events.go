@@ -116,7 +116,7 @@ const (
 	OrphanLoadBalancerNotRemoved Warning = "OrphanLoadBalancerNotRemoved"
 )
 
-// Events of a CCM serving several modules (runtime/multimodule), on the
+// Events of a CCM serving several modules (runtime/assembly), on the
 // Node.
 const (
 	// NodeNotRouted: no module serves the Node: its provider ID has no
@@ -129,7 +129,7 @@ const (
 	ModuleAnswerRefused Warning = "ModuleAnswerRefused"
 )
 
-// Events of a CCM serving several modules (runtime/multimodule), on the
+// Events of a CCM serving several modules (runtime/assembly), on the
 // CCM's Pod.
 const (
 	// ModuleStartFailed: a module could not start (its file missing or

@@ -55,7 +55,7 @@ type Budget struct {
 	// the old one's finish their calls.
 	Copies int
 	// OtherModulesMiB is what the process's other modules may cost at
-	// most, when a CCM serves several (runtime/multimodule): they share
+	// most, when a CCM serves several (runtime/assembly): they share
 	// the container's limit.
 	OtherModulesMiB int
 	// LimitMiB is the cgroup's limit, 0 when there is none; LimitFile

@@ -132,7 +132,7 @@ func TestFit(t *testing.T) {
 		{"lowered to fit", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 363}, true, 3, false},
 		{"two copies lowered", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 2, LimitMiB: 400}, true, 2, false},
 		{"not even one instance", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, LimitMiB: 171}, true, 4, true},
-		// Several modules (runtime/multimodule): the others' worst case
+		// Several modules (runtime/assembly): the others' worst case
 		// shares the limit.
 		{"fits alone, not beside another module", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, OtherModulesMiB: 100, LimitMiB: 364}, false, 4, true},
 		{"lowered to fit beside another module", Budget{PoolSize: 4, MemoryLimitMiB: 64, SharedStateMiB: 8, Copies: 1, OtherModulesMiB: 100, LimitMiB: 400}, true, 3, false},

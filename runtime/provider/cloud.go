@@ -37,15 +37,15 @@ import (
 // ProviderName is the --cloud-provider name wasmccm registers.
 const ProviderName = "wasm"
 
-// Options are how a module is started beside its cloud-config, by
-// runtime/multimodule: the one module of a CCM, or each of several.
+// Options are how a module is started beside its Config, by
+// runtime/assembly for each module of the cloud-config.
 type Options struct {
-	// Name labels the module's metrics and prefixes its Events; default
-	// the module file's base name, unprefixed.
+	// Name labels the module's metrics and prefixes its Events; default,
+	// for a sole module, the module file's base name, unprefixed.
 	Name string
 	// Kube reaches the cluster for the last-known-good record; nil: none.
 	Kube *rest.Config
-	// Reread returns the cloud-config as it is now, so that a changed
+	// Reread returns the module's Config as it is now, so that a changed
 	// module.image is followed; nil: it is not.
 	Reread func() (*cloudconfig.Config, error)
 	// OtherModulesMiB is what the other modules of the process may cost

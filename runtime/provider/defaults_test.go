@@ -6,7 +6,6 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/host"
 )
 
@@ -20,7 +19,7 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := cloudconfig.Parse(bytes.NewReader(data))
+	cfg, err := parseConfig(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("the defaults do not validate: %v\n%s", err, data)
 	}

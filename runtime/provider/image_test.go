@@ -76,7 +76,7 @@ func TestModuleImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := cloudconfig.Parse(bytes.NewReader(data))
+		cfg, err := parseConfig(bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestModuleImage(t *testing.T) {
 
 	writeConfig(refs["v1"], false)
 	cfg := load()
-	if err := useImage(ctx, cfg, func() (*cloudconfig.Config, error) { return cloudconfig.ReadFile(cloudConfig) }); err != nil {
+	if err := useImage(ctx, cfg, func() (*cloudconfig.Config, error) { return readConfig(cloudConfig) }); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Module.Path != served {

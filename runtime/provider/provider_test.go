@@ -3,6 +3,8 @@ package provider
 import (
 	"context"
 	"errors"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -165,9 +167,28 @@ func TestModuleIntegrity(t *testing.T) {
 	}
 }
 
+// parseConfig parses a cloud-config of one module.
+func parseConfig(r io.Reader) (*cloudconfig.Config, error) {
+	f, err := cloudconfig.Parse(r)
+	if err != nil {
+		return nil, err
+	}
+	return f.Pick("")
+}
+
+// readConfig reads a cloud-config of one module.
+func readConfig(path string) (*cloudconfig.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseConfig(f)
+}
+
 // TestHostConfig: the host gets the cloud-config's limits in its units.
 func TestHostConfig(t *testing.T) {
-	cfg, err := cloudconfig.Parse(strings.NewReader("clusterName: prod\nmodule: {path: m.wasm, compilationCacheDir: /c}\n" +
+	cfg, err := parseConfig(strings.NewReader("clusterName: prod\nmodule: {path: m.wasm, compilationCacheDir: /c}\n" +
 		"limits: {poolSize: 4, callTimeout: 10s, memoryLimitMiB: 64, recycleAboveMiB: 8, sharedStateMiB: 2}\nhttp: {timeout: 5s, maxResponseBytes: 1000}\n"))
 	if err != nil {
 		t.Fatal(err)

@@ -42,7 +42,7 @@ func TestRateLimitsConfig(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := cloudconfig.Parse(strings.NewReader(tc.yaml))
+			cfg, err := parseConfig(strings.NewReader(tc.yaml))
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -58,7 +58,7 @@ func TestRateLimitsConfig(t *testing.T) {
 		})
 	}
 	// A bad origin list is reported as such, not again by the rate limits.
-	_, err := cloudconfig.Parse(strings.NewReader("module: {path: x}\nhttp: {allowedOrigins: [\"https://a/p\"], rateLimits: [{origin: \"https://a\", perHour: 1}]}\n"))
+	_, err := parseConfig(strings.NewReader("module: {path: x}\nhttp: {allowedOrigins: [\"https://a/p\"], rateLimits: [{origin: \"https://a\", perHour: 1}]}\n"))
 	if err == nil || !strings.Contains(err.Error(), "only scheme://host[:port]") || strings.Contains(err.Error(), "rateLimits") {
 		t.Fatalf("err = %v, want the bad origin reported, by http.allowedOrigins only", err)
 	}

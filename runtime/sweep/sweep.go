@@ -80,7 +80,7 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 )
 
-// Scope is what the sweep of one module of several (runtime/multimodule)
+// Scope is what the sweep of one module of several (runtime/assembly)
 // knows of the others; the zero Scope is a CCM of one module.
 type Scope struct {
 	// Module names the module in the sweep's Events.

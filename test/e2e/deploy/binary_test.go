@@ -76,7 +76,7 @@ func testBinary(ctx context.Context, t *testing.T, c *cluster.Cluster, admin kub
 	}
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 	files := newPodFiles(t, all, &dep.Spec.Template.Spec)
-	cfg := loadCloudConfig(t, all, files, dep)
+	cfg := &loadCloudConfig(t, files, dep, true).Modules[0].Config
 	resolve := func(containerPath string) string {
 		p, _, ok := files.resolve(containerPath)
 		if !ok {

@@ -20,7 +20,6 @@ import (
 
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
-	"github.com/wasmccm/wasmccm/runtime/multimodule"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -257,30 +256,6 @@ func renderTwoModules(t *testing.T, module []byte, set ...string) []manifest {
 	return append(splitChartOutput(t, out), manifest{file: "administrator", obj: pullSecret})
 }
 
-// loadMultiConfig reads the cloud-config the Deployment's --cloud-config
-// names, through its volume, and parses it as the CCM does a cloud-config
-// of several modules.
-func loadMultiConfig(t *testing.T, files *podFiles, dep *appsv1.Deployment) *multimodule.Config {
-	t.Helper()
-	arg := flagValue(t, dep.Spec.Template.Spec.Containers[0].Args, "cloud-config")
-	path, _, ok := files.resolve(arg)
-	if !ok {
-		t.Fatalf("--cloud-config=%s is on no volume", arg)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !multimodule.IsMulti(data) {
-		t.Fatalf("--cloud-config=%s is not one of several modules:\n%s", arg, data)
-	}
-	cfg, err := multimodule.ParseConfig(bytes.NewReader(data))
-	if err != nil {
-		t.Fatalf("the CCM refuses the rendered cloud-config: %v", err)
-	}
-	return cfg
-}
-
 // TestChartSeveralModules renders the chart for two modules and checks
 // that the cloud-config is one the CCM accepts, with the routes given,
 // that each module's file, pull cache, pull secret and credentials are on
@@ -311,7 +286,7 @@ func TestChartSeveralModules(t *testing.T) {
 			}
 			dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 			files := newPodFiles(t, all, &dep.Spec.Template.Spec)
-			cfg := loadMultiConfig(t, files, dep)
+			cfg := loadCloudConfig(t, files, dep, false)
 			args := dep.Spec.Template.Spec.Containers[0].Args
 
 			if cfg.Routes != tt.wantRoutes {

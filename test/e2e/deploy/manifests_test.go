@@ -234,8 +234,9 @@ func flagValue(t testing.TB, args []string, name string) string {
 }
 
 // loadCloudConfig reads the cloud-config the Deployment's --cloud-config
-// names, through its volume, and parses it as the CCM does.
-func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.Deployment) *cloudconfig.Config {
+// names, through its volume, and parses it as the CCM does; sole says
+// whether it must be one module's or a list of several.
+func loadCloudConfig(t testing.TB, files *podFiles, dep *appsv1.Deployment, sole bool) *cloudconfig.File {
 	t.Helper()
 	arg := flagValue(t, dep.Spec.Template.Spec.Containers[0].Args, "cloud-config")
 	path, _, ok := files.resolve(arg)
@@ -248,7 +249,10 @@ func loadCloudConfig(t testing.TB, all []manifest, files *podFiles, dep *appsv1.
 	}
 	cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 	if err != nil {
-		t.Fatalf("--cloud-config=%s: %v", arg, err)
+		t.Fatalf("the CCM refuses --cloud-config=%s: %v", arg, err)
+	}
+	if cfg.Sole() != sole {
+		t.Fatalf("--cloud-config=%s: one module's: %v, want %v:\n%s", arg, cfg.Sole(), sole, data)
 	}
 	return cfg
 }
@@ -264,7 +268,7 @@ func TestCloudConfig(t *testing.T) {
 func testCloudConfig(t *testing.T, all []manifest) {
 	dep := as[*appsv1.Deployment](t, all, "Deployment", deploymentName)
 	files := newPodFiles(t, all, &dep.Spec.Template.Spec)
-	cfg := loadCloudConfig(t, all, files, dep)
+	cfg := &loadCloudConfig(t, files, dep, true).Modules[0].Config
 	args := dep.Spec.Template.Spec.Containers[0].Args
 
 	var provCfg struct {

@@ -1,10 +1,11 @@
-package multimodule
+package cloudconfig
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -12,29 +13,30 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
-
-	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
-// Config is a cloud-config that serves several modules from one CCM. A
-// cloud-config with a top-level `modules` list is one; any other is the
-// one-module cloud-config of runtime/provider, which keeps working as it
-// is.
-type Config struct {
+// File is the --cloud-config file: the modules the CCM serves. A file
+// with a top-level `modules` list names each module and what it serves
+// (docs/hybrid.md). Any other file is one module's Config, read as a list
+// of one unnamed module (Sole) that serves every Node, every Service
+// without a class and the routes.
+type File struct {
 	// ClusterName is every module's cluster name. Default "kubernetes".
 	ClusterName string `json:"clusterName,omitempty"`
 	// Modules are the modules served, in the order their Node rules are
 	// tried.
-	Modules []Module `json:"modules"`
+	Modules []Entry `json:"modules"`
 	// Routes names the module that programs the pod-network routes of
 	// every Node; empty: no module does (--configure-cloud-routes=false).
 	Routes string `json:"routes,omitempty"`
+
+	sole bool
 }
 
-// Module is one module of a Config: a one-module cloud-config (module,
-// limits, http, credentials, safety, orphanSweep, providerConfig), with a
-// name and what it serves.
-type Module struct {
+// Entry is one module of a File: a module's Config (module, limits, http,
+// credentials, safety, orphanSweep, providerConfig), with a name and what
+// it serves.
+type Entry struct {
 	// Name labels the module's metrics, prefixes its Events and names its
 	// last-known-good record; a DNS label, unique in the cloud-config.
 	Name string `json:"name"`
@@ -43,7 +45,7 @@ type Module struct {
 	// LoadBalancers says which Services' load balancers the module makes.
 	LoadBalancers LoadBalancerRule `json:"loadBalancers,omitempty"`
 
-	cloudconfig.Config
+	Config
 }
 
 // NodeRule says which Nodes a module serves. A Node with a provider ID is
@@ -67,8 +69,8 @@ type NodeRule struct {
 	Default bool `json:"default,omitempty"`
 }
 
-// serves reports whether the rule gives the module any Node.
-func (r NodeRule) serves() bool { return r.ProviderIDPrefix != "" }
+// Serves reports whether the rule gives the module any Node.
+func (r NodeRule) Serves() bool { return r.ProviderIDPrefix != "" }
 
 // LoadBalancerRule says which Services' load balancers a module makes.
 type LoadBalancerRule struct {
@@ -91,16 +93,53 @@ const (
 	TargetsAll = "all"
 )
 
-// serves reports whether the rule gives the module any Service.
-func (r LoadBalancerRule) serves() bool { return r.Default || len(r.Classes) > 0 }
+// Serves reports whether the rule gives the module any Service.
+func (r LoadBalancerRule) Serves() bool { return r.Default || len(r.Classes) > 0 }
 
 // maxModules bounds the modules of one CCM: each has its own instances,
 // shared state and informers.
 const maxModules = 16
 
-// IsMulti reports whether a cloud-config is one of several modules: it has
+// Parse reads and validates a cloud-config file.
+func Parse(r io.Reader) (*File, error) {
+	if r == nil {
+		return nil, errors.New("provider wasm needs --cloud-config")
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("reading cloud-config: %w", err)
+	}
+	var f File
+	if hasModules(data) {
+		err = unmarshal(data, &f)
+	} else {
+		f.sole = true
+		f.Modules = make([]Entry, 1)
+		err = unmarshal(data, &f.Modules[0].Config)
+		f.ClusterName = f.Modules[0].ClusterName
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cloud-config: %w", err)
+	}
+	if err := f.validate(); err != nil {
+		return nil, fmt.Errorf("cloud-config: %w", err)
+	}
+	return &f, nil
+}
+
+// ReadFile parses the cloud-config at path.
+func ReadFile(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("opening cloud-config: %w", err)
+	}
+	defer f.Close()
+	return Parse(f)
+}
+
+// hasModules reports whether a cloud-config is a list of modules: it has
 // a top-level `modules` key, even an empty one, whose error then says so.
-func IsMulti(data []byte) bool {
+func hasModules(data []byte) bool {
 	var keys map[string]json.RawMessage
 	if yaml.Unmarshal(data, &keys) != nil {
 		return false
@@ -109,33 +148,54 @@ func IsMulti(data []byte) bool {
 	return ok
 }
 
-// ParseConfig reads and validates a cloud-config of several modules.
-func ParseConfig(r io.Reader) (*Config, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("reading cloud-config: %w", err)
+// unmarshal decodes YAML refusing unknown fields, so that a typo never
+// silently drops a limit or a grant.
+func unmarshal(data []byte, into any) error {
+	err := yaml.UnmarshalStrict(data, into)
+	if err != nil && strings.Contains(err.Error(), `unknown field "granted"`) {
+		err = fmt.Errorf("%w: credentials.granted was replaced by credentials.auth, which has the host apply a credential to the module's requests, and credentials.readable, which lets the module read it", err)
 	}
-	var cfg Config
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
-		return nil, fmt.Errorf("cloud-config: %w", err)
+	return err
+}
+
+// Sole reports whether the file is one module's Config: its one module
+// is unnamed and serves every Node, every Service without a class and
+// the routes.
+func (f *File) Sole() bool { return f.sole }
+
+// Pick returns the Config of the module named name; "" picks the only
+// module of a file that has one.
+func (f *File) Pick(name string) (*Config, error) {
+	var names []string
+	for i, m := range f.Modules {
+		if m.Name == name || name == "" && len(f.Modules) == 1 {
+			return &f.Modules[i].Config, nil
+		}
+		names = append(names, m.Name)
 	}
-	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("cloud-config: %w", err)
+	if f.sole {
+		return nil, fmt.Errorf("the cloud-config is one unnamed module's; name none (got %q)", name)
 	}
-	return &cfg, nil
+	if name == "" {
+		return nil, fmt.Errorf("the cloud-config serves several modules; name one of %s", strings.Join(names, ", "))
+	}
+	return nil, fmt.Errorf("the cloud-config has no module %q; it has %s", name, strings.Join(names, ", "))
 }
 
 // validate checks the routing rules and every module's own cloud-config,
 // and gives each module the cluster name and, unless set, a last-known-good
 // record of its own.
-func (c *Config) validate() error {
+func (c *File) validate() error {
+	if c.sole {
+		return c.Modules[0].Validate()
+	}
 	var errs []error
 	if len(c.Modules) == 0 || len(c.Modules) > maxModules {
 		errs = append(errs, fmt.Errorf("modules: %d modules, want 1..%d", len(c.Modules), maxModules))
 	}
 	clusterName := c.ClusterName
 	if clusterName == "" {
-		clusterName = cloudconfig.DefaultClusterName
+		clusterName = DefaultClusterName
 	}
 	names := map[string]bool{}
 	classes := map[string]string{}
@@ -185,7 +245,7 @@ func (c *Config) validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("%s: loadBalancers.targets %q is neither %q nor %q", at, m.LoadBalancers.Targets, TargetsOwn, TargetsAll))
 		}
-		if !m.Nodes.serves() && !m.LoadBalancers.serves() && c.Routes != m.Name {
+		if !m.Nodes.Serves() && !m.LoadBalancers.Serves() && c.Routes != m.Name {
 			errs = append(errs, fmt.Errorf("%s: serves no Nodes (nodes.providerIDPrefix), no load balancers (loadBalancers) and no routes", at))
 		}
 	}
@@ -204,7 +264,7 @@ func (c *Config) validate() error {
 
 func (r NodeRule) validate(at string) error {
 	var errs []error
-	if !r.serves() && (r.Selector != nil || r.NamePattern != "" || r.Default) {
+	if !r.Serves() && (r.Selector != nil || r.NamePattern != "" || r.Default) {
 		errs = append(errs, fmt.Errorf("%s: nodes.selector, nodes.namePattern and nodes.default need nodes.providerIDPrefix, which names the module's Nodes once they have a provider ID", at))
 	}
 	if r.ProviderIDPrefix != "" && !strings.Contains(r.ProviderIDPrefix, "://") {
@@ -225,7 +285,7 @@ func (r NodeRule) validate(at string) error {
 
 // overlappingPrefixes refuses two modules whose provider ID prefixes
 // could both claim one Node.
-func overlappingPrefixes(modules []Module) error {
+func overlappingPrefixes(modules []Entry) error {
 	var errs []error
 	for i, a := range modules {
 		for _, b := range modules[i+1:] {
@@ -241,9 +301,9 @@ func overlappingPrefixes(modules []Module) error {
 	return errors.Join(errs...)
 }
 
-// module returns the module named name.
-func (c *Config) module(name string) *Module {
-	i := slices.IndexFunc(c.Modules, func(m Module) bool { return m.Name == name })
+// Entry returns the module named name, nil when there is none.
+func (c *File) Entry(name string) *Entry {
+	i := slices.IndexFunc(c.Modules, func(m Entry) bool { return m.Name == name })
 	if i < 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func TestNodeViews(t *testing.T) {
 	client := fake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	c.SetInformers(factory)
-	servers := NodeServers(c, factory.Core().V1().Nodes())
+	servers := c.NodeServers(factory.Core().V1().Nodes())
 	if got := []string{servers[0].Module, servers[1].Module}; len(servers) != 2 || !slices.Equal(got, []string{"sim", "test"}) {
 		t.Fatalf("Node servers %v, want sim and test", servers)
 	}
@@ -150,7 +150,7 @@ func equalHeard(a, b map[string][]string) bool {
 // view showed it.
 func TestModuleInstancesReachOneModule(t *testing.T) {
 	h := newHybrid(t, "simcloud://")
-	servers := NodeServers(h.c, informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes())
+	servers := h.c.NodeServers(informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes())
 	ctx := context.Background()
 	for _, s := range servers {
 		instances, ok := s.Cloud.InstancesV2()
@@ -191,7 +191,7 @@ func TestHungModuleHoldsOnlyItsOwnNodes(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	metrics := controllersmetrics.NewControllerManagerMetrics("test")
-	for _, s := range NodeServers(c, factory.Core().V1().Nodes()) {
+	for _, s := range c.NodeServers(factory.Core().V1().Nodes()) {
 		cnc, err := cloudnodecontroller.NewCloudNodeController(s.Nodes, client, s.Cloud, time.Hour, 1, 1)
 		if err != nil {
 			t.Fatal(err)

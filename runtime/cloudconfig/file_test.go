@@ -1,22 +1,98 @@
-package multimodule
+package cloudconfig
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestIsMulti(t *testing.T) {
-	for text, want := range map[string]bool{
-		twoClouds:                         true,
-		"module: {path: /m.wasm}\n":       false,
-		"modules: []\n":                   true, // refused by ParseConfig, as it should be
-		"modules:\n":                      true,
-		"- a\n":                           false,
-		"clusterName: x\nmodules: [{}]\n": true,
+const twoClouds = `
+clusterName: demo
+routes: sim
+modules:
+- name: sim
+  module: {path: /modules/sim.wasm}
+  nodes: {providerIDPrefix: "simcloud://", default: true}
+  loadBalancers: {default: true}
+- name: test
+  module: {path: /modules/test.wasm}
+  nodes: {providerIDPrefix: "test://", namePattern: "test-*"}
+  loadBalancers: {classes: [example.com/test]}
+`
+
+func mustParse(t *testing.T, text string) *File {
+	t.Helper()
+	f, err := Parse(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// TestParseForms: a file with a top-level modules key, even an empty one,
+// is a list of named modules; any other is one unnamed module's Config.
+func TestParseForms(t *testing.T) {
+	for _, tc := range []struct {
+		name, text string
+		sole       bool
+		wantErr    string
+	}{
+		{"several", twoClouds, false, ""},
+		{"one", "clusterName: c\nmodule: {path: /m.wasm}\n", true, ""},
+		{"empty list", "modules: []\n", false, "0 modules"},
+		{"null list", "modules:\n", false, "0 modules"},
+		{"not a mapping", "- a\n", true, "cannot unmarshal"},
+		{"one module's fields beside the list", "modules: [{name: a, module: {path: /a.wasm}, loadBalancers: {default: true}}]\nlimits: {poolSize: 2}\n", false, "unknown field"},
 	} {
-		if got := IsMulti([]byte(text)); got != want {
-			t.Errorf("IsMulti(%q) = %v, want %v", text, got, want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := Parse(strings.NewReader(tc.text))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Sole() != tc.sole {
+				t.Errorf("Sole() = %v, want %v", f.Sole(), tc.sole)
+			}
+			if tc.sole && (len(f.Modules) != 1 || f.Modules[0].Name != "" || f.ClusterName != f.Modules[0].ClusterName) {
+				t.Errorf("one module's file read as %+v", f)
+			}
+		})
+	}
+}
+
+// TestPick: the module a command names, or the only one.
+func TestPick(t *testing.T) {
+	one := mustParse(t, "module: {path: /m.wasm}\n")
+	several := mustParse(t, twoClouds)
+	for _, tc := range []struct {
+		name     string
+		f        *File
+		pick     string
+		wantPath string
+		wantErr  string
+	}{
+		{"the only module", one, "", "/m.wasm", ""},
+		{"a name for the unnamed module", one, "sim", "", "name none"},
+		{"by name", several, "test", "/modules/test.wasm", ""},
+		{"no name among several", several, "", "", "name one of sim, test"},
+		{"unknown name", several, "gone", "", `no module "gone"; it has sim, test`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := tc.f.Pick(tc.pick)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || cfg.Module.Path != tc.wantPath {
+				t.Fatalf("Pick(%q) = %+v, %v; want module.path %s", tc.pick, cfg, err, tc.wantPath)
+			}
+		})
 	}
 }
 
@@ -68,7 +144,7 @@ func TestParseConfigRefuses(t *testing.T) {
 				"- name: b\n  module: {path: /b.wasm, lastKnownGood: {name: lkg}}\n  loadBalancers: {classes: [x/y]}\n"), "is a's too"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseConfig(strings.NewReader(tc.text))
+			_, err := Parse(strings.NewReader(tc.text))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // Routing decides which module serves a Node and which a Service, from
@@ -36,11 +38,12 @@ type nodeRoute struct {
 	selector                labels.Selector
 }
 
-// NewRouting returns the routing of a validated Config.
-func NewRouting(cfg *Config) *Routing {
+// NewRouting returns the routing of a validated cloud-config of several
+// modules.
+func NewRouting(cfg *cloudconfig.File) *Routing {
 	r := &Routing{classes: map[string]string{}, targetsAll: map[string]bool{}, classOf: map[types.UID]string{}}
 	for _, m := range cfg.Modules {
-		if m.Nodes.serves() {
+		if m.Nodes.Serves() {
 			route := nodeRoute{module: m.Name, prefix: m.Nodes.ProviderIDPrefix, pattern: m.Nodes.NamePattern}
 			if m.Nodes.Selector != nil {
 				route.selector, _ = metav1.LabelSelectorAsSelector(m.Nodes.Selector) // validated
@@ -56,7 +59,7 @@ func NewRouting(cfg *Config) *Routing {
 		if m.LoadBalancers.Default {
 			r.lbDefault = m.Name
 		}
-		r.targetsAll[m.Name] = m.LoadBalancers.Targets == TargetsAll || (m.LoadBalancers.Targets == "" && !m.Nodes.serves())
+		r.targetsAll[m.Name] = m.LoadBalancers.Targets == cloudconfig.TargetsAll || (m.LoadBalancers.Targets == "" && !m.Nodes.Serves())
 	}
 	return r
 }

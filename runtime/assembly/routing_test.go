@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"maps"
@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // twoClouds is the routing of a hybrid cluster: simcloud Nodes by label,
@@ -33,9 +35,9 @@ modules:
   loadBalancers: {classes: [example.com/appliance]}
 `
 
-func mustParse(t testing.TB, text string) *Config {
+func mustParse(t testing.TB, text string) *cloudconfig.File {
 	t.Helper()
-	cfg, err := ParseConfig(strings.NewReader(text))
+	cfg, err := cloudconfig.Parse(strings.NewReader(text))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"errors"

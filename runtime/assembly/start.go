@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
@@ -37,7 +38,7 @@ func init() { legacyregistry.MustRegister(moduleStarted) }
 
 // startModule starts the module at index i of the cloud-config, and gives
 // it what Initialize and SetInformers gave the others.
-func (c *Cloud) startModule(ctx context.Context, i int, m Module, opts provider.Options, routes bool) error {
+func (c *Cloud) startModule(ctx context.Context, i int, m cloudconfig.Entry, opts provider.Options, routes bool) error {
 	cloud, err := provider.Start(ctx, &m.Config, opts)
 	if err == nil {
 		err = capable(cloud, m, routes)

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
 	"github.com/wasmccm/wasmccm/internal/lifecycletest"
-	"github.com/wasmccm/wasmccm/runtime/provider"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // hybrid is a Cloud of two real modules: simcloud against an in-process
@@ -30,7 +30,7 @@ type hybrid struct {
 	c     *Cloud
 	cloud *simcloud.Cloud
 	nodes map[string]*v1.Node
-	// instances is c's, or the lone simcloud module's (newSingle).
+	// instances is c's: routed, or the sole simcloud module's (newSingle).
 	instances cloudprovider.InstancesV2
 	close     func()
 }
@@ -41,56 +41,87 @@ func newHybrid(t testing.TB, simPrefix string) *hybrid { return newCloud(t, simP
 // what a CCM of one module runs, the benchmarks' baseline.
 func newSingle(t testing.TB) *hybrid { return newCloud(t, "simcloud://", true) }
 
+// loadBalancers maps each module to the provider its service controller
+// runs over.
+func loadBalancers(c *Cloud) map[string]cloudprovider.Interface {
+	out := map[string]cloudprovider.Interface{}
+	for _, s := range c.LoadBalancerServers() {
+		out[s.Module] = s.Cloud
+	}
+	return out
+}
+
 // hybridConfig starts the simulated cloud and writes the modules' files,
 // returning the cloud-config of both modules.
-func hybridConfig(t testing.TB, simPrefix string) (*Config, *simcloud.Cloud) {
+func hybridConfig(t testing.TB, simPrefix string) (*cloudconfig.File, *simcloud.Cloud) {
 	t.Helper()
-	cloud, grants := lifecycletest.Simcloud(t)
-	simWasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
-	dir := t.TempDir()
-	lifecycletest.WriteFile(t, filepath.Join(dir, "sim.wasm"), simWasm)
-	lifecycletest.WriteFile(t, filepath.Join(dir, "test.wasm"), lifecycletest.Guest(t, "testprovider"))
+	sim, dir, cloud := simFields(t)
 	text := fmt.Sprintf(`
 routes: sim
 modules:
 - name: sim
-  module: {path: %[1]s/sim.wasm, compilationCacheDir: %[2]s}
-  limits: {poolSize: 2}
   nodes: {providerIDPrefix: %[3]q, selector: {matchLabels: {cloud: sim}}}
   loadBalancers: {default: true}
-  http: {allowedOrigins: [%[4]q]}
-  credentials: {dir: %[5]s, auth: [{name: token, origins: [%[4]q], bearer: {key: token}}]}
-  providerConfig: %[6]s
-- name: test
+%[4]s- name: test
   module: {path: %[1]s/test.wasm, compilationCacheDir: %[2]s}
   limits: {poolSize: 2, callTimeout: 1s}
   nodes: {providerIDPrefix: "test://", namePattern: "test-*"}
   loadBalancers: {classes: [example.com/test]}
-`, dir, lifecycletest.CompilationCache(), simPrefix, grants.Origin, grants.Credentials.Dir, grants.ProviderConfig)
+`, dir, lifecycletest.CompilationCache(), simPrefix, indent(sim))
+	lifecycletest.WriteFile(t, filepath.Join(dir, "test.wasm"), lifecycletest.Guest(t, "testprovider"))
 	return mustParse(t, text), cloud
+}
+
+// indent indents every line of text by two spaces, as an entry's fields.
+func indent(text string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(text, "\n") {
+		if line != "" {
+			b.WriteString("  " + line)
+		}
+	}
+	return b.String()
+}
+
+// soleConfig is the simcloud module of hybridConfig as a one-module
+// cloud-config.
+func soleConfig(t testing.TB) (*cloudconfig.File, *simcloud.Cloud) {
+	t.Helper()
+	sim, _, cloud := simFields(t)
+	return mustParse(t, sim), cloud
+}
+
+// simFields starts the simulated cloud, writes the simcloud module into
+// dir, and returns its Config's fields, a line each.
+func simFields(t testing.TB) (fields, dir string, cloud *simcloud.Cloud) {
+	t.Helper()
+	cloud, grants := lifecycletest.Simcloud(t)
+	simWasm, _ := lifecycletest.SimcloudModule(t, "simcloud")
+	dir = t.TempDir()
+	lifecycletest.WriteFile(t, filepath.Join(dir, "sim.wasm"), simWasm)
+	fields = fmt.Sprintf(`module: {path: %[1]s/sim.wasm, compilationCacheDir: %[2]s}
+limits: {poolSize: 2}
+http: {allowedOrigins: [%[3]q]}
+credentials: {dir: %[4]s, auth: [{name: token, origins: [%[3]q], bearer: {key: token}}]}
+providerConfig: %[5]s
+`, dir, lifecycletest.CompilationCache(), grants.Origin, grants.Credentials.Dir, grants.ProviderConfig)
+	return fields, dir, cloud
 }
 
 func newCloud(t testing.TB, simPrefix string, single bool) *hybrid {
 	t.Helper()
 	cfg, cloud := hybridConfig(t, simPrefix)
-	h := &hybrid{cloud: cloud, nodes: map[string]*v1.Node{}}
-	var informerUser cloudprovider.InformerUser
 	if single {
-		c, err := provider.New(context.Background(), &cfg.Modules[0].Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.instances, _ = c.InstancesV2()
-		h.close = func() { c.Close(context.Background()) }
-		informerUser = c
-	} else {
-		c, err := Start(context.Background(), cfg, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.c, h.instances, informerUser = c, instancesV2{Cloud: c}, c
-		h.close = func() { c.Close(context.Background()) }
+		cfg, cloud = soleConfig(t)
 	}
+	h := &hybrid{cloud: cloud, nodes: map[string]*v1.Node{}}
+	c, err := Start(context.Background(), cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	h.instances, _ = c.InstancesV2()
+	h.close = func() { c.Close(context.Background()) }
 	t.Cleanup(h.close)
 
 	client := fake.NewClientset()
@@ -112,7 +143,7 @@ func newCloud(t testing.TB, simPrefix string, single bool) *hybrid {
 	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stray", UID: "uid-stray"}})
 	add(&v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere", UID: "uid-elsewhere"}, Spec: v1.NodeSpec{ProviderID: "other://x"}})
 	factory := informers.NewSharedInformerFactory(client, 0)
-	informerUser.SetInformers(factory)
+	c.SetInformers(factory)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop); factory.Shutdown() })
 	factory.Start(stop)
@@ -195,7 +226,7 @@ func TestAnswerOutsideThePrefixIsRefused(t *testing.T) {
 // service controller.
 func TestLoadBalancersGetTheirModulesNodes(t *testing.T) {
 	h := newHybrid(t, "simcloud://")
-	lbs := h.c.LoadBalancers()
+	lbs := loadBalancers(h.c)
 	if len(lbs) != 2 || lbs["sim"] == nil || lbs["test"] == nil {
 		t.Fatalf("load balancer modules %v, want sim and test", lbs)
 	}
@@ -270,5 +301,38 @@ func TestRoutesAreTheNamedModules(t *testing.T) {
 	}
 	if _, ok := (&Cloud{}).Routes(); ok {
 		t.Fatal("Routes offered without a routes module")
+	}
+}
+
+// TestSoleModule: a one-module cloud-config is served by its module as
+// upstream runs a provider: unrouted, over every Node and every Service,
+// with the module's own interfaces.
+func TestSoleModule(t *testing.T) {
+	h := newSingle(t)
+	ctx := context.Background()
+	// Routed, a Node without labels or provider ID would be no module's.
+	if _, err := h.instances.InstanceMetadata(ctx, h.nodes["sim-a"]); err != nil {
+		t.Fatalf("InstanceMetadata of a Node no rule names: %v", err)
+	}
+	if _, ok := h.c.Zones(); !ok {
+		t.Error("the sole module's Zones are not offered")
+	}
+	if _, ok := h.c.Routes(); !ok {
+		t.Error("the sole module's Routes are not offered")
+	}
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	nodes := factory.Core().V1().Nodes()
+	servers := h.c.NodeServers(nodes)
+	if len(servers) != 1 || servers[0].Module != "" || servers[0].Nodes != nodes {
+		t.Fatalf("Node servers %+v, want one over the shared Node informer itself", servers)
+	}
+	lbs := h.c.LoadBalancerServers()
+	if len(lbs) != 1 || lbs[0].Module != "" || lbs[0].View != nil {
+		t.Fatalf("load balancer servers %+v, want one over every Service", lbs)
+	}
+	var served []Served
+	h.c.EachStarted(func(m Served) { served = append(served, m) })
+	if len(served) != 1 || served[0].Name != "" || served[0].Keeps != nil {
+		t.Fatalf("modules %+v, want the one unnamed module, whose sweep any Service keeps from", served)
 	}
 }

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -148,7 +148,7 @@ func TestLostClassDeletedByItsModule(t *testing.T) {
 	}
 	t.Cleanup(func() { c.Close(context.Background()) })
 	ctx := context.Background()
-	lbs := c.LoadBalancers()
+	lbs := loadBalancers(c)
 	otherLB, _ := lbs["other"].LoadBalancer()
 	defaultLB, _ := lbs["sim"].LoadBalancer()
 
@@ -165,7 +165,7 @@ func TestLostClassDeletedByItsModule(t *testing.T) {
 	switched := svc.DeepCopy()
 	switched.Spec.Type = v1.ServiceTypeClusterIP
 	switched.Finalizers = []string{lbFinalizer}
-	if !c.Routing().ClassLost(switched) || c.Routing().ServiceModule(switched) != "sim" {
+	if !c.routing.ClassLost(switched) || c.routing.ServiceModule(switched) != "sim" {
 		t.Fatal("the switched Service is not the default module's with its class lost")
 	}
 

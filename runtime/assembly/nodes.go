@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"time"
@@ -18,7 +18,7 @@ import (
 // NodeServer is what one set of upstream Node controllers (cloud-node,
 // cloud-node-lifecycle) runs over: a provider and the Nodes it serves.
 type NodeServer struct {
-	// Module names the module; "" for the provider of a one-module CCM.
+	// Module names the module; "" for a sole module.
 	Module string
 	// Cloud is the provider the controllers call.
 	Cloud cloudprovider.Interface
@@ -27,15 +27,14 @@ type NodeServer struct {
 	Nodes coreinformers.NodeInformer
 }
 
-// NodeServers returns the Node controllers' providers: cloud over every
-// Node for a one-module CCM; for a Cloud of several modules, one per
-// module that serves Nodes, each over a view of its own Nodes. Every
-// module's Nodes thus have workers of their own: a module whose cloud
-// hangs holds its own Nodes' workers only, never another module's.
-func NodeServers(cloud cloudprovider.Interface, nodes coreinformers.NodeInformer) []NodeServer {
-	c, ok := cloud.(*Cloud)
-	if !ok {
-		return []NodeServer{{Cloud: cloud, Nodes: nodes}}
+// NodeServers returns the Node controllers' providers: one per module
+// that serves Nodes, each over a view of its own Nodes, and a sole
+// module over every Node, as upstream runs a provider. Every module's
+// Nodes thus have workers of their own: a module whose cloud hangs holds
+// its own Nodes' workers only, never another module's.
+func (c *Cloud) NodeServers(nodes coreinformers.NodeInformer) []NodeServer {
+	if c.sole {
+		return []NodeServer{{Cloud: c, Nodes: nodes}}
 	}
 	var out []NodeServer
 	for i := range c.modules {

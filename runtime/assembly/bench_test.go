@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/wasmccm/wasmccm/examples/simcloud"
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/provider"
 )
 
@@ -61,10 +62,10 @@ func BenchmarkStart(b *testing.B) {
 	sim := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "sim-a", Labels: map[string]string{"cloud": "sim"}}}
 	test := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "test-a"}}
 	// simcloud twice: the second serves a load balancer class only.
-	twice := &Config{Modules: []Module{cfg.Modules[0], cfg.Modules[0]}}
+	twice := &cloudconfig.File{Modules: []cloudconfig.Entry{cfg.Modules[0], cfg.Modules[0]}}
 	twice.Modules[1].Name = "sim-lb"
-	twice.Modules[1].Nodes = NodeRule{}
-	twice.Modules[1].LoadBalancers = LoadBalancerRule{Classes: []string{"example.com/sim"}}
+	twice.Modules[1].Nodes = cloudconfig.NodeRule{}
+	twice.Modules[1].LoadBalancers = cloudconfig.LoadBalancerRule{Classes: []string{"example.com/sim"}}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string

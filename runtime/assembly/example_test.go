@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 )
 
 // TestExampleHybridConfig parses examples/hybrid/cloud-config.yaml and
@@ -17,12 +19,12 @@ func TestExampleHybridConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !IsMulti(data) {
-		t.Fatal("the example is not taken for a cloud-config of several modules")
-	}
-	cfg, err := ParseConfig(bytes.NewReader(data))
+	cfg, err := cloudconfig.Parse(bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if cfg.Sole() {
+		t.Fatal("the example is not taken for a cloud-config of several modules")
 	}
 	for _, m := range cfg.Modules {
 		if want := "wasmccm-last-known-good-" + m.Name; m.Module.LastKnownGood.Name != want {

@@ -1,11 +1,13 @@
-// Package multimodule serves several modules from one CCM: Nodes of
-// several clouds, or load balancer classes of several vendors, in one
-// cluster. Each module is a runtime/provider Cloud of its own, with its
-// own instances, memory and rate budgets, shared state, credentials,
-// rollout, last-known-good record, deletion budget and orphan sweep; this
-// package routes each Node and each Service to exactly one of them
-// (routing.go) by the cloud-config's rules (config.go), and refuses a
-// module's answer about a Node it does not serve.
+// Package assembly assembles the modules of the cloud-config into the
+// CCM's cloudprovider.Interface, for one module or several, so that
+// nothing outside it asks which. Each module is a runtime/provider Cloud
+// of its own, with its own instances, memory and rate budgets, shared
+// state, credentials, rollout, last-known-good record, deletion budget and
+// orphan sweep. With several, this package routes each Node and each
+// Service to exactly one of them (routing.go) by the cloud-config's rules
+// (runtime/cloudconfig's File), and refuses a module's answer about a
+// Node it does not serve. The one module of a cloud-config that is a
+// single module's (cloudconfig.File.Sole) serves everything, unrouted.
 //
 // Nodes are served by upstream's Node controllers, one cloud-node and one
 // cloud-node-lifecycle controller per module, each over a view of the
@@ -14,13 +16,12 @@
 //
 // Services are routed by spec.loadBalancerClass. The upstream service
 // controller serves Services without a class only, so the CCM runs one
-// upstream service controller per module, each over a Service informer
-// that shows it its own Services without their class
-// (Routing.ServiceView; internal/ccmcli starts them).
-package multimodule
+// upstream service controller per module (LoadBalancerServers), each over
+// a Service informer that shows it its own Services without their class
+// (Routing.ServiceView).
+package assembly
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,22 +45,32 @@ import (
 
 // Served is one module of a Cloud.
 type Served struct {
+	// Name is the module's; "" for the one module of a sole cloud-config.
 	Name  string
 	Cloud *provider.Cloud
-	// ServesNodes: the module has a provider ID prefix.
+	// ServesNodes: the module has a provider ID prefix, or is sole.
 	ServesNodes bool
-	// ServesLoadBalancers: the module has classes or is the default.
+	// ServesLoadBalancers: the module has classes, is the default, or is
+	// sole.
 	ServesLoadBalancers bool
+	// Keeps is the module's orphan sweep's sweep.Scope.Keeps: nil when
+	// any Service keeps the load balancer made for it.
+	Keeps func(*v1.Service) bool
 }
 
-// Cloud is cloudprovider.Interface over several modules. Node calls go to
-// the module that serves the Node, from Node controllers of its own
-// (NodeServers); load balancers are served per module
-// by the service controllers the CCM runs for each (LoadBalancers);
-// routes by the one module the cloud-config names.
+// Cloud is the CCM's cloudprovider.Interface over its modules. Node calls
+// go to the module that serves the Node, from Node controllers of its own
+// (NodeServers); load balancers are served per module by the service
+// controllers the CCM runs for each (LoadBalancerServers); routes by the
+// one module the cloud-config names.
 type Cloud struct {
+	// sole: the cloud-config is one module's, which serves everything;
+	// routing is then nil.
+	sole    bool
 	routing *Routing
-	routes  string
+	// routes names the routes module when routed.
+	routes string
+	routed bool
 
 	// mu guards modules' Cloud, nil until the module started (start.go),
 	// and what a module started late is given (initialized, informers).
@@ -97,32 +108,14 @@ var (
 // notRoutedEvery is how often a Node that no module serves is reported.
 const notRoutedEvery = 10 * time.Minute
 
-// Open starts the CCM's provider from the cloud-config at path: a Cloud
-// when it lists several modules, else the one module's provider.Cloud.
-// The file is read again only to follow a changed module.image.
-func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.Interface, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening cloud-config: %w", err)
-	}
-	if !IsMulti(data) {
-		cfg, err := cloudconfig.Parse(bytes.NewReader(data))
-		if err != nil {
-			return nil, err
-		}
-		return provider.Start(ctx, cfg, provider.Options{Kube: kube, Reread: func() (*cloudconfig.Config, error) { return cloudconfig.ReadFile(path) }})
-	}
-	cfg, err := ParseConfig(bytes.NewReader(data))
+// Open starts the CCM's cloud from the cloud-config at path. The file is
+// read again only to follow a changed module.image.
+func Open(ctx context.Context, path string, kube *rest.Config) (*Cloud, error) {
+	file, err := cloudconfig.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return Start(ctx, cfg, kube, func() (*Config, error) {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("opening cloud-config: %w", err)
-		}
-		return ParseConfig(bytes.NewReader(data))
-	})
+	return Start(ctx, file, kube, func() (*cloudconfig.File, error) { return cloudconfig.ReadFile(path) })
 }
 
 // Start starts every module of cfg. A module that cannot start stops only
@@ -131,15 +124,22 @@ func Open(ctx context.Context, path string, kube *rest.Config) (cloudprovider.In
 // When no module can start, Start fails with the reasons, as the one
 // module of a CCM does. reread, when set, returns the cloud-config as it
 // is now, for modules that follow a changed module.image.
-func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*Config, error)) (*Cloud, error) {
-	c := &Cloud{routing: NewRouting(cfg), routes: cfg.Routes, stalls: map[string]*stallGuard{},
+func Start(ctx context.Context, cfg *cloudconfig.File, kube *rest.Config, reread func() (*cloudconfig.File, error)) (*Cloud, error) {
+	c := &Cloud{sole: cfg.Sole(), routes: cfg.Routes, routed: cfg.Sole() || cfg.Routes != "", stalls: map[string]*stallGuard{},
 		notRouted: reportgate.New(notRoutedEvery), startFailed: map[string]error{}}
+	if !c.sole {
+		c.routing = NewRouting(cfg)
+	}
 	worst := make([]int, len(cfg.Modules))
 	total := 0
 	for i, m := range cfg.Modules {
 		worst[i] = worstCaseMiB(m, kube != nil)
 		total += worst[i]
-		c.modules = append(c.modules, Served{Name: m.Name, ServesNodes: m.Nodes.serves(), ServesLoadBalancers: m.LoadBalancers.serves()})
+		served := Served{Name: m.Name, ServesNodes: c.sole || m.Nodes.Serves(), ServesLoadBalancers: c.sole || m.LoadBalancers.Serves()}
+		if !c.sole {
+			served.Keeps = c.routing.Keeps(m.Name)
+		}
+		c.modules = append(c.modules, served)
 		c.stalls[m.Name] = &stallGuard{module: m.Name, now: time.Now}
 	}
 	starts := make([]func() error, len(cfg.Modules))
@@ -154,13 +154,14 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 				if err != nil {
 					return nil, err
 				}
-				if m := now.module(name); m != nil {
+				if m := now.Entry(name); m != nil {
 					return &m.Config, nil
 				}
 				return nil, fmt.Errorf("module %s is no longer in the cloud-config", name)
 			}
 		}
-		starts[i] = func() error { return c.startModule(ctx, i, *m, opts, cfg.Routes == m.Name) }
+		routes := !c.sole && cfg.Routes == m.Name
+		starts[i] = func() error { return c.startModule(ctx, i, *m, opts, routes) }
 		if err := starts[i](); err != nil {
 			errs = append(errs, err)
 		}
@@ -180,18 +181,19 @@ func Start(ctx context.Context, cfg *Config, kube *rest.Config, reread func() (*
 
 // worstCaseMiB is what module m may cost at most (runtime/membudget):
 // what the other modules' budgets count for it.
-func worstCaseMiB(m Module, kube bool) int {
+func worstCaseMiB(m cloudconfig.Entry, kube bool) int {
 	return provider.MemoryBudget(&m.Config, m.RollsOut(kube)).ModuleMiB()
 }
 
 // capable refuses a module whose exports cannot serve what the
-// cloud-config routes to it.
-func capable(cloud *provider.Cloud, m Module, routes bool) error {
+// cloud-config routes to it. A sole module serves what it exports, as
+// upstream's controllers use a provider.
+func capable(cloud *provider.Cloud, m cloudconfig.Entry, routes bool) error {
 	var errs []error
-	if _, ok := cloud.InstancesV2(); m.Nodes.serves() && !ok {
+	if _, ok := cloud.InstancesV2(); m.Nodes.Serves() && !ok {
 		errs = append(errs, fmt.Errorf("serves Nodes (nodes.providerIDPrefix) but does not export %s: a CCM of several modules routes Nodes with InstancesV2 only", abi.ExportInstanceMetadata))
 	}
-	if _, ok := cloud.LoadBalancer(); m.LoadBalancers.serves() && !ok {
+	if _, ok := cloud.LoadBalancer(); m.LoadBalancers.Serves() && !ok {
 		errs = append(errs, errors.New("serves load balancers (loadBalancers) but does not export the LoadBalancer interface"))
 	}
 	if _, ok := cloud.Routes(); routes && !ok {
@@ -200,8 +202,12 @@ func capable(cloud *provider.Cloud, m Module, routes bool) error {
 	return errors.Join(errs...)
 }
 
-// owns is module's Node filter (provider.Options.Owns).
+// owns is module's Node filter (provider.Options.Owns); nil, every Node,
+// for a sole module.
 func (c *Cloud) owns(module string) func(*v1.Node) bool {
+	if c.sole {
+		return nil
+	}
 	return func(n *v1.Node) bool {
 		m, _ := c.routing.NodeModule(n)
 		return m == module
@@ -232,9 +238,6 @@ func (c *Cloud) module(name string) *provider.Cloud {
 	}
 	return nil
 }
-
-// Routing is the cloud-config's routing.
-func (c *Cloud) Routing() *Routing { return c.routing }
 
 // Initialize starts each module's Events and reload, and the Events about
 // Nodes no module serves and modules that did not start. A module started
@@ -274,7 +277,9 @@ func (c *Cloud) SetInformers(factory informers.SharedInformerFactory) {
 		}
 	}
 	c.mu.Unlock()
-	c.reportUnrouted(factory.Core().V1().Nodes().Informer())
+	if !c.sole {
+		c.reportUnrouted(factory.Core().V1().Nodes().Informer())
+	}
 }
 
 // Close stops the retried starts and releases every module.
@@ -295,40 +300,86 @@ func (c *Cloud) ProviderName() string { return provider.ProviderName }
 // HasClusterID reports true, as each module's provider does.
 func (c *Cloud) HasClusterID() bool { return true }
 
-// InstancesV2 routes each Node to its module.
-func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return instancesV2{Cloud: c}, true }
+// soleModule is the one module of a sole cloud-config: Start fails
+// unless it started.
+func (c *Cloud) soleModule() *provider.Cloud { return c.module("") }
 
-// Instances is not supported: Nodes are routed with InstancesV2, which
-// passes the whole Node, labels included.
-func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+// InstancesV2 routes each Node to its module; a sole module's are its own.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	if c.sole {
+		return c.soleModule().InstancesV2()
+	}
+	return instancesV2{Cloud: c}, true
+}
+
+// Instances are a sole module's. Several modules' Nodes are routed with
+// InstancesV2, which passes the whole Node, labels included.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) {
+	if c.sole {
+		return c.soleModule().Instances()
+	}
+	return nil, false
+}
 
 // LoadBalancer is not offered to the upstream service controller: each
 // module's load balancers are served by a service controller of its own
 // (LoadBalancers).
 func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
 
-// Routes are the routes module's, when the cloud-config names one.
+// Routes are the routes module's, when the cloud-config names one, or
+// the sole module's.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
-	if m := c.module(c.routes); m != nil {
+	if m := c.module(c.routes); c.routed && m != nil {
 		return m.Routes()
 	}
 	return nil, false
 }
 
-// Zones is not supported: InstancesV2 answers zones per Node.
-func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+// Zones are a sole module's. Several modules answer zones per Node, in
+// InstancesV2.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) {
+	if c.sole {
+		return c.soleModule().Zones()
+	}
+	return nil, false
+}
 
-// Clusters is not supported.
-func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+// Clusters are a sole module's; several modules' are not supported.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) {
+	if c.sole {
+		return c.soleModule().Clusters()
+	}
+	return nil, false
+}
 
-// LoadBalancers returns, for each module that serves load balancers, the
-// cloudprovider.Interface its service controller runs over: the module's
-// own, whose load balancers get the Nodes LoadBalancerRule.Targets says.
-func (c *Cloud) LoadBalancers() map[string]cloudprovider.Interface {
-	out := map[string]cloudprovider.Interface{}
+// LoadBalancerServer is what one upstream service controller runs over:
+// a module's provider and the view of Services it is shown.
+type LoadBalancerServer struct {
+	// Module names the module; "" for a sole module.
+	Module string
+	// Cloud is the provider whose LoadBalancer the controller calls.
+	Cloud cloudprovider.Interface
+	// View is the transform (cache.TransformFunc) of the controller's
+	// Service informer (Routing.ServiceView); nil: every Service as it
+	// is, from the CCM's shared informer.
+	View func(any) (any, error)
+}
+
+// LoadBalancerServers returns, for each module that serves load
+// balancers, what its service controller runs over: the module's load
+// balancer, given the Nodes LoadBalancerRule.Targets says. A sole
+// module's is its own, over every Service, as upstream runs a provider.
+func (c *Cloud) LoadBalancerServers() []LoadBalancerServer {
+	var out []LoadBalancerServer
 	for i := range c.modules {
 		m := &c.modules[i] // Name and ServesLoadBalancers only: Cloud is c.mu's
 		if !m.ServesLoadBalancers {
+			continue
+		}
+		if c.sole {
+			if lb, ok := c.soleModule().LoadBalancer(); ok {
+				out = append(out, LoadBalancerServer{Cloud: lbCloud{Interface: c, lb: lb}})
+			}
 			continue
 		}
 		var lb cloudprovider.LoadBalancer = moduleLB{c: c, name: m.Name}
@@ -338,7 +389,7 @@ func (c *Cloud) LoadBalancers() map[string]cloudprovider.Interface {
 		if c.routing.lbDefault == m.Name {
 			lb = lostClass{LoadBalancer: lb, c: c, self: m.Name}
 		}
-		out[m.Name] = lbCloud{Interface: c, lb: lb}
+		out = append(out, LoadBalancerServer{Module: m.Name, Cloud: lbCloud{Interface: c, lb: lb}, View: c.routing.ServiceView(m.Name)})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package multimodule
+package assembly
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestModuleThatCannotStartWaitsAlone(t *testing.T) {
 	retryFirst = 50 * time.Millisecond
 	t.Cleanup(func() { retryFirst = 10 * time.Second })
 	cfg, _ := hybridConfig(t, "simcloud://")
-	testPath := cfg.module("test").Module.Path
+	testPath := cfg.Entry("test").Module.Path
 	data, err := os.ReadFile(testPath)
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func TestModuleThatCannotStartWaitsAlone(t *testing.T) {
 		t.Fatalf("wasmccm_multimodule_module_started{module=test} = %v, want 0", got)
 	}
 
-	servers := NodeServers(c, informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes())
+	servers := c.NodeServers(informers.NewSharedInformerFactory(fake.NewClientset(), 0).Core().V1().Nodes())
 	if len(servers) != 2 {
 		t.Fatalf("%d Node servers, want one per module, started or not", len(servers))
 	}
@@ -70,7 +70,7 @@ func TestModuleThatCannotStartWaitsAlone(t *testing.T) {
 	if _, err := simInstances.InstanceExists(ctx, simNode); errors.Is(err, errNotStarted) {
 		t.Fatalf("module sim's Node: %v", err)
 	}
-	testLB, _ := c.LoadBalancers()["test"].LoadBalancer()
+	testLB, _ := loadBalancers(c)["test"].LoadBalancer()
 	svc := service("1", "", v1.ServiceTypeLoadBalancer)
 	if _, err := testLB.EnsureLoadBalancer(ctx, "kubernetes", svc, nil); !errors.Is(err, errNotStarted) {
 		t.Fatalf("a Service of the module not started: %v; want errNotStarted", err)
