@@ -16,6 +16,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
+
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
 )
 
 // Backend answers the ABI's methods. A *host.Module is the backend of
@@ -108,17 +110,17 @@ func Start(ctx context.Context, opts Options, configuredErr error) (*Manager, er
 	if opts.Record != nil {
 		record, recordErr = opts.Record.Load(ctx)
 	}
-	facts := StartFacts{HasRecord: record != nil, ConfiguredUsable: configuredErr == nil}
+	facts := decision.StartFacts{HasRecord: record != nil, ConfiguredUsable: configuredErr == nil}
 	facts.SameDigest = facts.HasRecord && facts.ConfiguredUsable && record.Digest == file.Digest
 	var recordFile modulefile.File
 	var recorded Backend
-	if NeedsRecorded(facts) {
+	if decision.NeedsRecorded(facts) {
 		recordFile, recorded, recordErr = m.loadRecorded(ctx, record)
 		facts.RecordedUsable = recordErr == nil
 		facts.SameCapabilities = facts.RecordedUsable && facts.ConfiguredUsable &&
 			slices.Equal(recorded.Info().Capabilities, configured.Info().Capabilities)
 	}
-	reason, ok := DecideStart(facts)
+	reason, ok := decision.DecideStart(facts)
 	if !ok {
 		return nil, neitherServes(configuredErr, recordErr)
 	}
@@ -128,19 +130,19 @@ func Start(ctx context.Context, opts Options, configuredErr error) (*Manager, er
 		m.startServing(recorded, recordFile, reason, record)
 	}
 	switch reason {
-	case FirstInstall:
+	case decision.FirstInstall:
 		m.noteFirstInstall(recordErr)
-	case LastKnownGoodUnusable:
+	case decision.LastKnownGoodUnusable:
 		m.warnStart(fmt.Sprintf("module %s serves without a shadow period: the last-known-good module cannot stand in for it: %v", file.Digest, recordErr))
-	case ConfiguredUnusable:
+	case decision.ConfiguredUnusable:
 		m.refused = checksFailed(file, configuredErr)
 		reloads.WithLabelValues(m.opts.Name, "rejected").Inc()
 		m.warnStart(fmt.Sprintf("configured module rejected at start, last-known-good %s (recorded %s) serves: %v", record.Digest, record.RecordedAt, configuredErr))
-	case CapabilitiesChanged:
+	case decision.CapabilitiesChanged:
 		recorded.Close(ctx)
 		m.warnStart(fmt.Sprintf("module %s serves without a shadow period: its capabilities %v differ from the last-known-good's %v, and the controllers start with the configured ones",
 			file.Digest, configured.Info().Capabilities, recorded.Info().Capabilities))
-	case Shadowing:
+	case decision.Shadowing:
 		klog.InfoS("the configured module differs from the last-known-good, which serves while the configured one is rolled out",
 			"configuredSHA256", file.Digest, "lastKnownGoodSHA256", record.Digest, "recordedAt", record.RecordedAt)
 		m.startRollout(configured, file)
@@ -166,7 +168,7 @@ func neitherServes(configuredErr, recordErr error) error {
 
 // startServing puts the first module in service; its capabilities decide
 // which controllers run.
-func (m *Manager) startServing(b Backend, file modulefile.File, reason StartReason, record *modulefile.Record) {
+func (m *Manager) startServing(b Backend, file modulefile.File, reason decision.StartReason, record *modulefile.Record) {
 	m.capabilities = b.Info()
 	m.backend.Store(&b)
 	m.serve(file)
@@ -254,7 +256,7 @@ func (m *Manager) InService() *Backend { return m.backend.Load() }
 // Previous is the module a promoted one replaced, kept for the rollback
 // window, and its digest; nil outside a probation.
 func (m *Manager) Previous() (Backend, string) {
-	if r := m.rollout.Load(); r != nil && r.phase == Probation {
+	if r := m.rollout.Load(); r != nil && r.phase == decision.Probation {
 		return r.other, r.otherFile.Digest
 	}
 	return nil, ""

@@ -20,6 +20,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
+
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
 )
 
 // The Manager's tests run modules as the provider does, with their calls
@@ -196,7 +198,7 @@ func (e *env) labels(node *v1.Node) (map[string]string, error) {
 	return meta.AdditionalLabels, err
 }
 
-func statsOf(r *rollout) Stats {
+func statsOf(r *rollout) decision.Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.stats

@@ -13,6 +13,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
+
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
 )
 
 var reloads = metrics.NewCounterVec(&metrics.CounterOpts{
@@ -102,7 +104,7 @@ func (r refusal) covers(file modulefile.File, err error) bool {
 
 // candidate is the digest of the module in shadow, if any.
 func (m *Manager) candidate() string {
-	if r := m.rollout.Load(); r != nil && r.phase == Shadow {
+	if r := m.rollout.Load(); r != nil && r.phase == decision.Shadow {
 		return r.file.Digest
 	}
 	return ""

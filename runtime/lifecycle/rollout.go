@@ -17,6 +17,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
+
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
 )
 
 // The rollout of a changed module file, as judge.go decides: shadow
@@ -37,7 +39,7 @@ func init() { legacyregistry.MustRegister(shadowCalls) }
 type rollout struct {
 	// module labels the shadow's metrics (Options.Name).
 	module  string
-	phase   Phase
+	phase   decision.Phase
 	started time.Time
 	// file is the new module's; other is the candidate in shadow, or the
 	// previous module (otherFile) during probation.
@@ -48,7 +50,7 @@ type rollout struct {
 	// Shadow.
 	sem   chan struct{}
 	mu    sync.Mutex
-	stats Stats
+	stats decision.Stats
 	// probe is the progress of the probe of the Nodes (a NodeProbe).
 	probe        atomic.Int32
 	probedAll    atomic.Bool
@@ -61,14 +63,14 @@ type rollout struct {
 // observe sees every answer of the module in service while a rollout is in
 // progress.
 func (r *rollout) observe(ctx context.Context, export string, in, out abi.Message, err error) {
-	if r.phase == Probation {
+	if r.phase == decision.Probation {
 		r.calls.Add(1)
 		if isModuleFailure(err) {
 			r.failures.Add(1)
 		}
 		return
 	}
-	if !Shadowed(export) {
+	if !decision.Shadowed(export) {
 		return
 	}
 	select {
@@ -82,7 +84,7 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 	}
 	go func() {
 		defer func() { <-r.sem }()
-		r.shadow(ctx, export, in, Answer{Out: out, Err: err})
+		r.shadow(ctx, export, in, decision.Answer{Out: out, Err: err})
 	}()
 }
 
@@ -92,14 +94,14 @@ func (r *rollout) observe(ctx context.Context, export string, in, out abi.Messag
 // whether the call was compared: a call in which the rate budget refused
 // the candidate a request is only counted, since the candidate's answer
 // was shaped by the host's refusal and is no evidence either way.
-func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService Answer) (compared bool) {
+func (r *rollout) shadow(callerCtx context.Context, export string, in abi.Message, inService decision.Answer) (compared bool) {
 	ctx := context.WithoutCancel(callerCtx)
 	if deadline, ok := callerCtx.Deadline(); ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	candidate := Answer{Out: NewOut(inService.Out)}
+	candidate := decision.Answer{Out: decision.NewOut(inService.Out)}
 	candidate.Err = r.other.Call(ctx, export, in, candidate.Out)
 	if errors.Is(candidate.Err, host.ErrClosed) {
 		return false // the rollout ended meanwhile
@@ -146,7 +148,7 @@ func (m *Manager) startRollout(mod Backend, file modulefile.File) {
 	}
 	digest := file.Digest
 	r := &rollout{
-		module: m.opts.Name, phase: Shadow, started: time.Now(), file: file, other: mod,
+		module: m.opts.Name, phase: decision.Shadow, started: time.Now(), file: file, other: mod,
 		sem: make(chan struct{}, cfg.Concurrency),
 	}
 	m.rollout.Store(r)
@@ -163,24 +165,24 @@ func (m *Manager) advanceRollout(ctx context.Context) {
 	if r == nil {
 		return
 	}
-	if r.phase == Probation {
+	if r.phase == decision.Probation {
 		m.judgeProbation(r)
 		return
 	}
 	cfg := m.opts.Rollout.Shadow.WithDefaults()
 	// Read before the stats: a finished probe's comparisons are in them.
-	probe := NodeProbe(r.probe.Load())
+	probe := decision.NodeProbe(r.probe.Load())
 	r.mu.Lock()
 	stats := r.stats.Clone()
 	r.mu.Unlock()
-	action, why := JudgeShadow(cfg, stats, time.Since(r.started), probe, r.probedAll.Load())
+	action, why := decision.JudgeShadow(cfg, stats, time.Since(r.started), probe, r.probedAll.Load())
 	switch action {
-	case Reject:
+	case decision.Reject:
 		m.rejectCandidate(r, why, stats)
-	case StartNodeProbe:
-		r.probe.Store(int32(NodeProbeRunning))
+	case decision.StartNodeProbe:
+		r.probe.Store(int32(decision.NodeProbeRunning))
 		go m.probeNodes(context.WithoutCancel(ctx), r, cfg.Calls)
-	case AwaitComparisons:
+	case decision.AwaitComparisons:
 		if !r.waitReported {
 			r.waitReported = true
 			compared := stats.Compared()
@@ -189,7 +191,7 @@ func (m *Manager) advanceRollout(ctx context.Context) {
 			klog.InfoS("new module waits in shadow for more comparisons", "candidateSHA256", r.file.Digest, "compared", compared, "needed", cfg.Calls)
 			m.opts.Emit(events.ModuleShadowing, msg)
 		}
-	case Promote:
+	case decision.Promote:
 		m.promote(r.other, r.file, stats.String())
 	}
 }
@@ -203,7 +205,7 @@ func (m *Manager) advanceRollout(ctx context.Context) {
 // rollout. probedAll is set only if every Node was compared: a Node whose
 // call the rate budget left uncompared was not probed.
 func (m *Manager) probeNodes(ctx context.Context, r *rollout, limit int) {
-	defer r.probe.Store(int32(NodeProbeDone))
+	defer r.probe.Store(int32(decision.NodeProbeDone))
 	nodes := m.opts.ListNodes()
 	all := len(nodes) <= limit
 	defer func() { r.probedAll.Store(all) }()
@@ -214,13 +216,13 @@ func (m *Manager) probeNodes(ctx context.Context, r *rollout, limit int) {
 		export, in, out := m.opts.ExistenceQuestion(node)
 		_, err := m.OnInService(func(b Backend) error { return b.Call(ctx, export, in, out) })
 		r.sem <- struct{}{}
-		all = r.shadow(ctx, export, in, Answer{Out: out, Err: err}) && all
+		all = r.shadow(ctx, export, in, decision.Answer{Out: out, Err: err}) && all
 		<-r.sem
 	}
 }
 
 // rejectCandidate ends a shadow period with the old module in service.
-func (m *Manager) rejectCandidate(r *rollout, why string, stats Stats) {
+func (m *Manager) rejectCandidate(r *rollout, why string, stats decision.Stats) {
 	m.rollout.Store(nil)
 	closeLater(r.other, "the rejected module")
 	m.refused = refusal{digest: r.file.Digest}
@@ -248,8 +250,8 @@ func (m *Manager) promote(mod Backend, file modulefile.File, summary string) {
 	m.opts.Emit(events.ModuleReloaded, "module "+digest+" in service ("+summary+")")
 	// A promotion is taken from Shadow, shadowing disabled or not, and
 	// always leads somewhere.
-	next, _ := Next(Shadow, Promoted, !m.opts.Rollout.Rollback.Disabled)
-	if next != Probation {
+	next, _ := decision.Next(decision.Shadow, decision.Promoted, !m.opts.Rollout.Rollback.Disabled)
+	if next != decision.Probation {
 		m.rollout.Store(nil)
 		closeLater(previous, "the replaced module")
 		return
@@ -261,8 +263,8 @@ func (m *Manager) promote(mod Backend, file modulefile.File, summary string) {
 // releases the previous one at the end of the window.
 func (m *Manager) judgeProbation(r *rollout) {
 	calls, failures := r.calls.Load(), r.failures.Load()
-	switch JudgeProbation(m.opts.Rollout.Rollback.WithDefaults(), calls, failures, time.Since(r.started)) {
-	case RollBack:
+	switch decision.JudgeProbation(m.opts.Rollout.Rollback.WithDefaults(), calls, failures, time.Since(r.started)) {
+	case decision.RollBack:
 		bad := *m.backend.Swap(&r.other)
 		m.rollout.Store(nil)
 		closeLater(bad, "the rolled-back module")
@@ -273,7 +275,7 @@ func (m *Manager) judgeProbation(r *rollout) {
 			r.file.Digest, r.otherFile.Digest, failures, calls, time.Since(r.started).Round(time.Second), r.file.Digest)
 		klog.ErrorS(nil, "provider module rolled back", "rolledBackSHA256", r.file.Digest, "currentSHA256", r.otherFile.Digest, "failed", failures, "calls", calls)
 		m.opts.Emit(events.ModuleRolledBack, msg)
-	case Release:
+	case decision.Release:
 		m.rollout.Store(nil)
 		closeLater(r.other, "the previous module")
 		klog.InfoS("rollback window over; previous module released", "sha256", r.file.Digest, "previousSHA256", r.otherFile.Digest, "calls", calls, "failed", failures)
@@ -288,7 +290,7 @@ func (m *Manager) endRollout() {
 		return
 	}
 	what := "the superseded candidate"
-	if r.phase == Probation {
+	if r.phase == decision.Probation {
 		what = "the previous module"
 	}
 	closeLater(r.other, what)

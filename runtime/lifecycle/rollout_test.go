@@ -18,6 +18,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/modulefile"
+
+	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
 )
 
 // The rollout tests run the first-party simcloud module against an
@@ -42,7 +44,7 @@ func TestShadowRejectsDestructiveCandidate(t *testing.T) {
 	if e.m.served.Digest != e.digest || e.m.refused.digest != bad {
 		t.Fatalf("loaded %q rejected %q; want the old module in service and the new one refused", e.m.served.Digest, e.m.refused)
 	}
-	if seen.ByVerdict[Destructive] == 0 || len(seen.First) == 0 || seen.First[0].Export != "instance_exists" {
+	if seen.ByVerdict[decision.Destructive] == 0 || len(seen.First) == 0 || seen.First[0].Export != "instance_exists" {
 		t.Fatalf("comparison %s, first %v: want destructive InstanceExists disagreements", seen, seen.First)
 	}
 	t.Logf("rejected after %s; first disagreement: %s", seen, seen.First[0])
@@ -71,14 +73,14 @@ func TestShadowPromotesBenignChange(t *testing.T) {
 	shadow := e.m.rollout.Load()
 	e.poll(t, "promotion", func() bool { return e.m.served.Digest == next })
 	seen := statsOf(shadow)
-	if seen.ByVerdict[Destructive] != 0 || seen.ByVerdict[Benign] == 0 || seen.ByVerdict[Agree] == 0 {
+	if seen.ByVerdict[decision.Destructive] != 0 || seen.ByVerdict[decision.Benign] == 0 || seen.ByVerdict[decision.Agree] == 0 {
 		t.Fatalf("comparison %s: want agreements and benign differences only", seen)
 	}
 	labels, err := e.labels(e.nodes[0])
 	if err != nil || labels["simcloud.example/generation"] != "2" {
 		t.Fatalf("after promotion, InstanceMetadata labels = %v, %v", labels, err)
 	}
-	if r := e.m.rollout.Load(); r == nil || r.phase != Probation {
+	if r := e.m.rollout.Load(); r == nil || r.phase != decision.Probation {
 		t.Fatal("the previous module must be kept for the rollback window")
 	}
 	t.Logf("promoted after %s", seen)
@@ -307,7 +309,7 @@ func TestShadowThrottledIsNotAFailure(t *testing.T) {
 		e.existsAll(t)
 	}
 	e.poll(t, "promotion", func() bool { return e.m.served.Digest == next })
-	if seen := statsOf(shadow); seen.Throttled != 0 || seen.ByVerdict[Agree] == 0 {
+	if seen := statsOf(shadow); seen.Throttled != 0 || seen.ByVerdict[decision.Agree] == 0 {
 		t.Fatalf("comparison %s with room to spare: want agreements and nothing throttled", seen)
 	}
 }
@@ -330,7 +332,7 @@ func TestThrottledProbeIsNoEvidence(t *testing.T) {
 	e.m.startRollout(&throttledBackend{}, modulefile.File{Digest: "candidate"})
 	r := e.m.rollout.Load()
 	r.mu.Lock()
-	r.stats.ByVerdict[Agree] = 1
+	r.stats.ByVerdict[decision.Agree] = 1
 	r.mu.Unlock()
 	e.poll(t, "the end of the probe", func() bool { return r.waitReported || e.m.rollout.Load() != r })
 	seen := statsOf(r)

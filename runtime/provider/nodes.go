@@ -56,7 +56,7 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 	if previous, digest := c.modules.Previous(); previous != nil {
 		export, in, out := c.existenceQuestion(node.node)
 		err := previous.Call(ctx, export, in, out)
-		if !lifecycle.Gone(export, lifecycle.Answer{Out: out, Err: err}) {
+		if !lifecycle.Gone(export, out, err) {
 			return fmt.Sprintf("the previous module %s, kept for the rollback window, does not answer that the instance is gone", digest)
 		}
 	}
@@ -66,7 +66,7 @@ func (c *Cloud) corroborate(ctx context.Context, node nodeRef) string {
 		if err := (*backend).Call(ctx, export, in, out); err != nil {
 			return false, err
 		}
-		return lifecycle.Gone(export, lifecycle.Answer{Out: out}), nil
+		return lifecycle.Gone(export, out, nil), nil
 	})
 }
 

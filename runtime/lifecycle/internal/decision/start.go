@@ -1,4 +1,4 @@
-package lifecycle
+package decision
 
 // StartReason is which module a CCM start puts in service and why; its
 // String is the reason label of wasmccm_module_starts_total.
