@@ -19,12 +19,12 @@
 # stderr. When everything is installed the script only prints that line.
 #
 # Environment:
-#   KUBE_VERSION        Kubernetes version to build (default v1.36.3, as
-#                       hack/install-e2e-deps.sh).
-#   CONTAINERD_VERSION  containerd release to build (default v2.4.2; package
-#                       cluster of test/e2e names the same).
-#   RUNC_VERSION        runc release to build (default v1.5.3, likewise).
-#   WASMCCM_CACHE       cache root (default $HOME/.cache/wasmccm).
+#   KUBE_VERSION   Kubernetes version to build (default v1.36.3, as
+#                  hack/install-e2e-deps.sh).
+#   CONTAINERD_VERSION, RUNC_VERSION
+#                  containerd and runc releases to build (default v2.4.2
+#                  and v1.5.3, which package cluster of test/e2e runs).
+#   WASMCCM_CACHE  cache root (default $HOME/.cache/wasmccm).
 #
 # Why these choices:
 # - containerd 2 rather than Debian's 1.6: image volumes (a module mounted

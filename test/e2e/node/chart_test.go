@@ -156,8 +156,8 @@ func TestChartImageVolume(t *testing.T) {
 	}
 
 	// What the API holds before the install, which the uninstall must
-	// restore but for the manager's Lease.
-	// Eleven lists a poll: more than client-go's default rate allows.
+	// restore but for the manager's Lease. (Eleven lists a poll: more than
+	// client-go's default rate allows.)
 	dynConfig := rest.CopyConfig(c.Config)
 	dynConfig.QPS, dynConfig.Burst = 100, 100
 	dyn := dynamic.NewForConfigOrDie(dynConfig)
@@ -185,7 +185,6 @@ func TestChartImageVolume(t *testing.T) {
 		t.Logf("Nodes initialized %v after helm install", time.Since(installed).Round(time.Second))
 	})
 
-	var serving []corev1.Pod
 	t.Run("helm upgrade to a new module image rolls the Pods, and the new module serves", func(t *testing.T) {
 		pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: podLabel})
 		if err != nil {
@@ -193,8 +192,8 @@ func TestChartImageVolume(t *testing.T) {
 		}
 		upgraded := time.Now()
 		helm("upgrade", releaseName, chartDir, "--reuse-values", "--set", "module.image.reference="+update.ref)
-		serving = waitReadyPods(t, ctx, client, update.ref, podNames(pods.Items))
-		checkModuleServed(t, ctx, c, client, serving, update)
+		rolled := waitReadyPods(t, ctx, client, update.ref, podNames(pods.Items))
+		checkModuleServed(t, ctx, c, client, rolled, update)
 		t.Logf("Pods rolled, Ready and serving the new module %v after helm upgrade", time.Since(upgraded).Round(time.Second))
 	})
 	if t.Failed() {

@@ -1,16 +1,19 @@
 // Package node_test runs the manager the way its users do: on two Nodes
 // registered by real kubelets with --cloud-provider=external, installed
-// from examples/deploy as a two-replica Deployment whose Pods containerd
-// starts from the image `make image` builds, against the simulated cloud.
-// It checks what only real nodes show: the kubelet's uninitialized taint,
-// the kubelet's own updates of the module ConfigMap volume (and their
-// delay), the container image, and leader election between Pods on
-// different Nodes.
+// as a two-replica Deployment whose Pods containerd 2 starts from the
+// image `make image` builds, against the simulated cloud: from
+// examples/deploy with the module in a ConfigMap (TestNode), and with
+// `helm install` of the chart with the module in an image volume
+// (TestChartImageVolume). It checks what only real nodes show: the
+// kubelet's uninitialized taint, the kubelet's own updates of the module
+// ConfigMap volume (and their delay), the image volume the kubelet pulls
+// and containerd mounts, the container image, the rollouts of the chart's
+// upgrades, and leader election between Pods on different Nodes.
 //
-// It needs root, containerd and runc, and the kubelet, kube-controller-
+// It needs root, and the containerd, runc, kubelet, kube-controller-
 // manager and kube-scheduler of hack/install-node-deps.sh (package cluster
-// starts them); without them it is skipped, or fails under WASMCCM_E2E=1,
-// as in CI.
+// starts them) and the Helm of hack/install-helm.sh; without them it is
+// skipped, or fails under WASMCCM_E2E=1, as in CI.
 package node_test
 
 import (
