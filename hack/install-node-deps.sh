@@ -96,8 +96,10 @@ build_containerd() {
   for c in containerd ctr containerd-shim-runc-v2; do
     pkgs+=("$pkg/cmd/$c@$CONTAINERD_VERSION")
   done
-  # Built as the tests are (CGO_ENABLED=0, -trimpath): the packages
-  # containerd shares with the repository are compiled once.
+  # Built as the tests are (CGO_ENABLED=0, -trimpath): the packages of
+  # the modules containerd and the repository require at one version are
+  # compiled once (containerd 2.4.2 requires newer k8s.io, gRPC and
+  # OpenTelemetry modules, which it keeps).
   export GOWORK=off GOFLAGS=-mod=mod CGO_ENABLED=0
   wasmccm::helper_module containerd "${pkgs[@]}"
   wasmccm::log "building containerd $CONTAINERD_VERSION"

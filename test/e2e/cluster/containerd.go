@@ -138,7 +138,6 @@ imports = []
 # collide with another containerd.
 [metrics]
   address = ""
-[plugins]
 [plugins.'io.containerd.internal.v1.opt']
   path = %q
 # NRI listens on a fixed socket (/var/run/nri/nri.sock), which another
