@@ -42,7 +42,7 @@ control-plane-deps:
 tinygo-deps:
 	hack/install-tinygo.sh
 
-node-deps: ## Install containerd and runc (Debian) and build kubelet, kube-controller-manager, kube-scheduler (cached).
+node-deps: ## Build and cache containerd 2, runc, kubelet, kube-controller-manager and kube-scheduler from the Go module proxy.
 	hack/install-node-deps.sh
 
 build: ## Build the CCM, the wasmccm tool and the simulated cloud into bin/.

@@ -4,17 +4,45 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
 
-// containerdTools are the programs a Containerd runs: the daemon, its
-// client, the runc shim and runc itself (hack/install-node-deps.sh installs
-// them from Debian).
-var containerdTools = []string{"containerd", "ctr", "containerd-shim-runc-v2", "runc"}
+// The containerd and runc releases hack/install-node-deps.sh builds by
+// default: containerd 2.1 or later is what mounts image volumes.
+const (
+	ContainerdVersion = "v2.4.2"
+	RuncVersion       = "v1.5.3"
+)
+
+// nodeToolDir is where hack/install-node-deps.sh caches the release
+// version of the tool name.
+func nodeToolDir(name, version string) string {
+	return filepath.Join(cacheRoot(), "node", name+"-"+version, "bin")
+}
+
+// containerdTools are the programs a Containerd runs, by the directory
+// they are cached in: the daemon, its client, the runc shim, and runc
+// itself.
+func containerdTools() map[string][]string {
+	return map[string][]string{
+		nodeToolDir("containerd", ContainerdVersion): {"containerd", "ctr", "containerd-shim-runc-v2"},
+		nodeToolDir("runc", RuncVersion):             {"runc"},
+	}
+}
+
+// containerdPath is the PATH containerd runs with: the cached tools first.
+// containerd finds its shim, and the shim runc, on PATH, where the
+// machine's own (Debian's containerd 1.6, say) must not come first.
+func containerdPath() string {
+	dirs := slices.Sorted(maps.Keys(containerdTools()))
+	return strings.Join(append(dirs, os.Getenv("PATH")), string(os.PathListSeparator))
+}
 
 // CheckContainerd reports, with the command that fixes it, why
 // StartContainerd cannot run here.
@@ -22,9 +50,12 @@ func CheckContainerd() error {
 	if os.Geteuid() != 0 {
 		return errors.New("containerd needs root")
 	}
-	for _, tool := range containerdTools {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not installed (hack/install-node-deps.sh installs it): %w", tool, err)
+	for dir, tools := range containerdTools() {
+		for _, tool := range tools {
+			path := filepath.Join(dir, tool)
+			if info, err := os.Stat(path); err != nil || info.Mode()&0o111 == 0 {
+				return fmt.Errorf("%s is missing or not executable: run hack/install-node-deps.sh", path)
+			}
 		}
 	}
 	return nil
@@ -52,6 +83,7 @@ type Containerd struct {
 	Socket string
 
 	dir          string
+	ctr          string // its client, beside the daemon
 	sandboxImage string
 	proc         *process
 }
@@ -63,14 +95,17 @@ func StartContainerd(ctx context.Context, dir string, opts ContainerdOptions) (*
 	if err := CheckContainerd(); err != nil {
 		return nil, err
 	}
-	c := &Containerd{Socket: filepath.Join(dir, "containerd.sock"), dir: dir, sandboxImage: opts.SandboxImage}
+	c := &Containerd{
+		Socket: filepath.Join(dir, "containerd.sock"), dir: dir, sandboxImage: opts.SandboxImage,
+		ctr: filepath.Join(nodeToolDir("containerd", ContainerdVersion), "ctr"),
+	}
 	config := filepath.Join(dir, "containerd.toml")
 	if err := os.WriteFile(config, []byte(c.config(opts)), 0o644); err != nil {
 		return nil, err
 	}
 	var err error
-	binary, args := opts.netns.wrap("containerd", []string{"--config", config})
-	c.proc, err = startProcess("containerd", binary, dir, args)
+	binary, args := opts.netns.wrap(filepath.Join(filepath.Dir(c.ctr), "containerd"), []string{"--config", config})
+	c.proc, err = startProcess("containerd", binary, dir, args, "PATH="+containerdPath())
 	if err != nil {
 		return nil, err
 	}
@@ -84,15 +119,17 @@ func StartContainerd(ctx context.Context, dir string, opts ContainerdOptions) (*
 	return c, nil
 }
 
-// config is containerd's configuration (version 2, containerd 1.6 and 1.7).
+// config is containerd's configuration (version 3, containerd 2.x).
 func (c *Containerd) config(opts ContainerdOptions) string {
-	var cri strings.Builder
+	var images strings.Builder
 	if opts.SandboxImage != "" {
-		fmt.Fprintf(&cri, "  sandbox_image = %q\n", opts.SandboxImage)
+		fmt.Fprintf(&images, "  [plugins.'io.containerd.cri.v1.images'.pinned_images]\n    sandbox = %q\n", opts.SandboxImage)
 	}
-	return fmt.Sprintf(`version = 2
+	return fmt.Sprintf(`version = 3
 root = %q
 state = %q
+# Not the host's drop-in directory (/etc/containerd/conf.d).
+imports = []
 [grpc]
   address = %q
 [ttrpc]
@@ -101,35 +138,41 @@ state = %q
 # collide with another containerd.
 [metrics]
   address = ""
-[plugins."io.containerd.internal.v1.opt"]
+[plugins.'io.containerd.internal.v1.opt']
   path = %q
-[plugins."io.containerd.grpc.v1.cri"]
-%s  # Root may lack CAP_SYS_RESOURCE (it does on some VMs), and then runc
+# NRI listens on a fixed socket (/var/run/nri/nri.sock), which another
+# containerd may hold; nothing here uses it.
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+[plugins.'io.containerd.cri.v1.images']
+%s[plugins.'io.containerd.cri.v1.runtime']
+  # Root may lack CAP_SYS_RESOURCE (it does on some VMs), and then runc
   # fails to lower a container's oom_score_adj below its own ("can't get
   # final child's PID from pipe"). With this, containers never get a lower
   # score than containerd: correct for tests, and harmless elsewhere.
   restrict_oom_score_adj = true
-  # The streaming server (exec, attach, port-forward) on an ephemeral
-  # loopback port, never a fixed one.
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  [plugins."io.containerd.grpc.v1.cri".cni]
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
     # No CNI: Pods of a test node use the host network. Empty directories
     # of its own keep the host's CNI configuration, if any, out.
-    bin_dir = %q
+    bin_dirs = [%q]
     conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
         # cgroupfs, as the kubelet is configured: no systemd runs here.
         SystemdCgroup = false
         # runc's state of the Pods' containers, in the directory rather
         # than in /run/containerd/runc.
         Root = %q
+[plugins.'io.containerd.grpc.v1.cri']
+  # The streaming server (exec, attach, port-forward) on an ephemeral
+  # loopback port, never a fixed one.
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
 `, filepath.Join(c.dir, "root"), filepath.Join(c.dir, "state"), c.Socket, c.Socket+".ttrpc",
-		filepath.Join(c.dir, "opt"), cri.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"),
+		filepath.Join(c.dir, "opt"), images.String(), filepath.Join(c.dir, "cni-bin"), filepath.Join(c.dir, "cni-conf"),
 		c.RuncRoot())
 }
 
@@ -144,14 +187,18 @@ func (c *Containerd) RuncRoot() string { return filepath.Join(c.dir, "runc") }
 const ctrTimeout = time.Minute
 
 // Ctr runs ctr against this containerd in namespace and returns its
-// combined output; an error quotes it.
+// standard output; an error quotes its standard error too. (ctr logs
+// warnings there, such as containerd 2's deprecation of cgroup v1, which
+// must not mix with what callers parse.)
 func (c *Containerd) Ctr(ctx context.Context, namespace string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, ctrTimeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ctr", append([]string{"--address", c.Socket, "--namespace", namespace}, args...)...)
-	out, err := cmd.CombinedOutput()
+	cmd := exec.CommandContext(ctx, c.ctr, append([]string{"--address", c.Socket, "--namespace", namespace}, args...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("ctr %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }

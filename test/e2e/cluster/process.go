@@ -27,8 +27,9 @@ type process struct {
 	waitErr error         // valid after done is closed
 }
 
-// startProcess runs binary with args, logging to dir/<name>.log.
-func startProcess(name, binary, dir string, args []string) (*process, error) {
+// startProcess runs binary with args, logging to dir/<name>.log, in this
+// process's environment with env added.
+func startProcess(name, binary, dir string, args []string, env ...string) (*process, error) {
 	logPath := filepath.Join(dir, name+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -38,6 +39,9 @@ func startProcess(name, binary, dir string, args []string) (*process, error) {
 	defer logFile.Close()
 
 	cmd := exec.Command(binary, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = childAttrs()

@@ -21,6 +21,7 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/membudget"
 	"github.com/wasmccm/wasmccm/runtime/provider"
+	"github.com/wasmccm/wasmccm/test/e2e/cluster"
 )
 
 // helmLabels are the labels only the chart sets; they differ between
@@ -96,7 +97,7 @@ func dropHelmLabels(obj map[string]any, path ...string) {
 
 // TestHelmLint runs helm lint on the chart, strictly (warnings fail).
 func TestHelmLint(t *testing.T) {
-	out, err := helm(t, "lint", "--strict", chartDir)
+	out, err := cluster.Helm(t, "lint", "--strict", chartDir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -15,7 +15,6 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,8 +36,6 @@ const (
 	manifestDir = "../../../examples/deploy"
 	// chartDir is the Helm chart, relative to this package.
 	chartDir = "../../../charts/wasm-cloud-controller-manager"
-	// helmVersion is the Helm that hack/install-helm.sh caches by default.
-	helmVersion = "v3.21.4"
 	// moduleTemplate is the one manifest that is a template for render.sh.
 	moduleTemplate = "module-configmap.yaml"
 	// moduleKey is the module's key in the module ConfigMap.
@@ -171,43 +168,6 @@ var sources = []source{
 	{name: "chart", load: func(t testing.TB, module []byte) []manifest { return renderChart(t, module) }},
 }
 
-// helmPath returns the cached helm binary; without it the test is skipped,
-// or fails under WASMCCM_E2E=1 (make test installs it first).
-func helmPath(t testing.TB) string {
-	t.Helper()
-	cache := os.Getenv("WASMCCM_CACHE")
-	if cache == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cache = filepath.Join(home, ".cache", "wasmccm")
-	}
-	path := filepath.Join(cache, "bin", "helm-"+helmVersion)
-	if _, err := os.Stat(path); err != nil {
-		if os.Getenv("WASMCCM_E2E") == "" {
-			t.Skipf("no helm (hack/install-helm.sh installs it): %v", err)
-		}
-		t.Fatalf("no helm (hack/install-helm.sh installs it): %v", err)
-	}
-	return path
-}
-
-// helm runs the cached helm with args and returns its standard output; an
-// error carries its standard error.
-func helm(t testing.TB, args ...string) ([]byte, error) {
-	t.Helper()
-	cmd := exec.Command(helmPath(t), args...)
-	// No user configuration or repositories.
-	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("helm %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
-	}
-	return stdout.Bytes(), nil
-}
-
 // renderChart renders the chart as `helm template` into kube-system, with
 // module as the module ConfigMap's content and set as further --set
 // arguments. Each object is named after its template's file.
@@ -242,7 +202,7 @@ func helmTemplateValues(t testing.TB, values, moduleValue string, module []byte,
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
-	return helm(t, args...)
+	return cluster.Helm(t, args...)
 }
 
 // splitChartOutput splits helm's output at its "# Source:" comments.

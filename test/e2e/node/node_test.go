@@ -1,16 +1,19 @@
 // Package node_test runs the manager the way its users do: on two Nodes
 // registered by real kubelets with --cloud-provider=external, installed
-// from examples/deploy as a two-replica Deployment whose Pods containerd
-// starts from the image `make image` builds, against the simulated cloud.
-// It checks what only real nodes show: the kubelet's uninitialized taint,
-// the kubelet's own updates of the module ConfigMap volume (and their
-// delay), the container image, and leader election between Pods on
-// different Nodes.
+// as a two-replica Deployment whose Pods containerd 2 starts from the
+// image `make image` builds, against the simulated cloud: from
+// examples/deploy with the module in a ConfigMap (TestNode), and with
+// `helm install` of the chart with the module in an image volume
+// (TestChartImageVolume). It checks what only real nodes show: the
+// kubelet's uninitialized taint, the kubelet's own updates of the module
+// ConfigMap volume (and their delay), the image volume the kubelet pulls
+// and containerd mounts, the container image, the rollouts of the chart's
+// upgrades, and leader election between Pods on different Nodes.
 //
-// It needs root, containerd and runc, and the kubelet, kube-controller-
+// It needs root, and the containerd, runc, kubelet, kube-controller-
 // manager and kube-scheduler of hack/install-node-deps.sh (package cluster
-// starts them); without them it is skipped, or fails under WASMCCM_E2E=1,
-// as in CI.
+// starts them) and the Helm of hack/install-helm.sh; without them it is
+// skipped, or fails under WASMCCM_E2E=1, as in CI.
 package node_test
 
 import (
@@ -91,38 +94,10 @@ func TestNode(t *testing.T) {
 	// The modules build while the image is built and the Nodes start.
 	modules := buildModules(t, "modules/simcloud/module", "test/e2e/testdata/relabel")
 
-	// The image as `make image` builds it, for the host's architecture
-	// (the Nodes run no other), under the name the Deployment gives,
-	// imported into the Nodes' containerd: the kubelet must find it there,
-	// as nothing can be pulled.
 	var image string
 	edit(t, find(t, objs, "Deployment", deploymentName), func(d *appsv1.Deployment) { image = d.Spec.Template.Spec.Containers[0].Image })
-	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot, Platforms: []ocispec.Platform{ccmimage.HostPlatform()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	layout := filepath.Join(t.TempDir(), "image")
-	if err := ccmimage.WriteLayout(layout, normalizedRef(image), idx); err != nil {
-		t.Fatal(err)
-	}
-
-	// The cloud knows each Node's machine by the Node's name, with the
-	// kubelet's --node-ip as its address.
-	token := rand.Text()
-	cloud := simcloud.New(simcloud.Options{Token: token})
-	server := httptest.NewServer(cloud.Handler())
-	t.Cleanup(server.Close)
-	var nodes []cluster.Node
-	for _, n := range testNodes {
-		n.instance, err = cloud.AddInstance(simcloud.Instance{
-			Name: n.Name, Zone: n.zone, Region: region, Type: instanceType, State: "running",
-			Addresses: []simcloud.Address{{Type: "InternalIP", Address: n.IP}, {Type: "Hostname", Address: n.Name}},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n.Node)
-	}
+	layout := managerImage(t, image)
+	cloud, server, token, nodes := startCloud(t)
 
 	c := cluster.StartWithNodesForTest(t, cluster.NodeOptions{
 		RepoRoot: repoRoot, Nodes: nodes, Images: []string{layout},
@@ -149,14 +124,7 @@ func TestNode(t *testing.T) {
 			}
 		}
 	})
-	// The Deployment runs on control-plane Nodes, a label only an admin
-	// may set (a kubelet may not label itself with it).
-	for _, n := range testNodes {
-		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
-		if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	labelControlPlane(t, ctx, client)
 
 	paths := modules()
 	module, update := paths[0], paths[1]
@@ -285,6 +253,77 @@ func TestNode(t *testing.T) {
 	t.Logf("suite wall time %v", time.Since(began).Round(time.Second))
 }
 
+// managerImage builds the manager image as `make image` does, for the
+// host's architecture (the Nodes run no other), and returns its OCI layout
+// under the name image, which the Nodes' containerd import: the kubelet
+// must find it there, as nothing can be pulled.
+func managerImage(t *testing.T, image string) string {
+	t.Helper()
+	idx, err := ccmimage.Build(ccmimage.Options{RepoRoot: repoRoot, Platforms: []ocispec.Platform{ccmimage.HostPlatform()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := filepath.Join(t.TempDir(), "image")
+	if err := ccmimage.WriteLayout(layout, normalizedRef(image), idx); err != nil {
+		t.Fatal(err)
+	}
+	return layout
+}
+
+// startCloud starts the simulated cloud, which knows each Node's machine
+// by the Node's name, with the kubelet's --node-ip as its address, and
+// returns it, its server, its token and the Nodes to start.
+func startCloud(t *testing.T) (*simcloud.Cloud, *httptest.Server, string, []cluster.Node) {
+	t.Helper()
+	token := rand.Text()
+	cloud := simcloud.New(simcloud.Options{Token: token})
+	server := httptest.NewServer(cloud.Handler())
+	t.Cleanup(server.Close)
+	var nodes []cluster.Node
+	for _, n := range testNodes {
+		var err error
+		n.instance, err = cloud.AddInstance(simcloud.Instance{
+			Name: n.Name, Zone: n.zone, Region: region, Type: instanceType, State: "running",
+			Addresses: []simcloud.Address{{Type: "InternalIP", Address: n.IP}, {Type: "Hostname", Address: n.Name}},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n.Node)
+	}
+	return cloud, server, token, nodes
+}
+
+// labelControlPlane labels the Nodes as control-plane ones, where the
+// manager runs: a label only an admin may set (a kubelet may not label
+// itself with it), as kubeadm does.
+func labelControlPlane(t *testing.T, ctx context.Context, client kubernetes.Interface) {
+	t.Helper()
+	for _, n := range testNodes {
+		patch := []byte(`{"metadata":{"labels":{"node-role.kubernetes.io/control-plane":""}}}`)
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// reachAPIServer points the manager at the API server: in-cluster clients
+// reach it at the "kubernetes" Service, which only kube-proxy (absent
+// here) would route; these variables, which the kubelet sets from that
+// Service, name the API server itself instead, as examples/deploy's README
+// advises without kube-proxy.
+func reachAPIServer(d *appsv1.Deployment, apiServer string) error {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(apiServer, "https://"))
+	if err != nil {
+		return err
+	}
+	ctr := &d.Spec.Template.Spec.Containers[0]
+	ctr.Env = append(ctr.Env,
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
+	return nil
+}
+
 // runningPods lists the manager's Running Pods not being deleted.
 func runningPods(ctx context.Context, client kubernetes.Interface) ([]corev1.Pod, error) {
 	pods, err := client.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: podLabel})
@@ -320,19 +359,10 @@ func install(t *testing.T, ctx context.Context, c *cluster.Cluster, objs []*unst
 	edit(t, find(t, objs, "Secret", "wasm-provider-credentials"), func(s *corev1.Secret) {
 		s.StringData["token"] = token
 	})
-	host, port, err := net.SplitHostPort(strings.TrimPrefix(c.Config.Host, "https://"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	edit(t, find(t, objs, "Deployment", deploymentName), func(d *appsv1.Deployment) {
-		// In-cluster clients reach the API server at the "kubernetes"
-		// Service, which only kube-proxy (absent here) would route; these
-		// variables, which the kubelet sets from that Service, point the
-		// manager at the API server itself instead.
-		ctr := &d.Spec.Template.Spec.Containers[0]
-		ctr.Env = append(ctr.Env,
-			corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: host},
-			corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: port})
+		if err := reachAPIServer(d, c.Config.Host); err != nil {
+			t.Fatal(err)
+		}
 	})
 	if err := manifests.Apply(ctx, c.Config, append([]*unstructured.Unstructured{cm}, objs...)...); err != nil {
 		t.Fatal(err)
