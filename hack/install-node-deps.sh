@@ -16,7 +16,8 @@
 # everything is installed the script only prints that line.
 #
 # Environment:
-#   KUBE_VERSION   Kubernetes version to build (default v1.36.3, as
+#   KUBE_VERSION   Kubernetes version to build (default
+#                  WASMCCM_KUBE_VERSION of hack/lib.sh, as
 #                  hack/install-e2e-deps.sh).
 #   WASMCCM_CACHE  cache root (default $HOME/.cache/wasmccm).
 #
@@ -33,9 +34,7 @@ set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
-[[ "$KUBE_VERSION" =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
-  wasmccm::die "KUBE_VERSION must look like v1.36.3, got '$KUBE_VERSION'"
+KUBE_VERSION=$(wasmccm::kube_version)
 
 components=(kubelet kube-controller-manager kube-scheduler)
 cache_dir="$(wasmccm::cache_root)/node"

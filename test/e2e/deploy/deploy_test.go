@@ -38,7 +38,7 @@ const (
 	// chartDir is the Helm chart, relative to this package.
 	chartDir = "../../../charts/wasm-cloud-controller-manager"
 	// helmVersion is the Helm that hack/install-helm.sh caches by default.
-	helmVersion = "v3.21.4"
+	helmVersion = "v3.22.0"
 	// moduleTemplate is the one manifest that is a template for render.sh.
 	moduleTemplate = "module-configmap.yaml"
 	// moduleKey is the module's key in the module ConfigMap.
@@ -235,7 +235,7 @@ func helmTemplateValues(t testing.TB, values, moduleValue string, module []byte,
 		t.Fatal(err)
 	}
 	args := []string{"template", "wasm-cloud-controller-manager", chartDir, "--namespace", systemNamespace,
-		"--kube-version", cluster.KubeVersion, "--set-file", moduleValue + "=" + b64}
+		"--kube-version", cluster.Version(), "--set-file", moduleValue + "=" + b64}
 	if values != "" {
 		args = append(args, "--values", values)
 	}
