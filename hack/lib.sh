@@ -32,7 +32,7 @@ WASMCCM_KUBE_SKEW_VERSION=v1.36.3
 wasmccm::kube_version() {
   local version=${1:-${KUBE_VERSION:-$WASMCCM_KUBE_VERSION}}
   [[ "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
-    wasmccm::die "KUBE_VERSION must look like $WASMCCM_KUBE_VERSION, got '$version'"
+    wasmccm::die "a Kubernetes release (KUBE_VERSION, KUBE_SKEW_VERSIONS) must look like $WASMCCM_KUBE_VERSION, got '$version'"
   echo "$version"
 }
 
