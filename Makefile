@@ -33,7 +33,7 @@ help: ## List the targets.
 # deps builds TinyGo beside kube-apiserver and etcd (make -j2 deps), as
 # they share no package and neither keeps both processors busy throughout,
 # and Helm after them, as it compiles many of the same packages.
-deps: control-plane-deps tinygo-deps ## Install and cache kube-apiserver, etcd, TinyGo and Helm (minutes cold, instant cached).
+deps: control-plane-deps tinygo-deps ## Install and cache kube-apiserver and etcd (the current release and the skew job's), TinyGo and Helm (minutes cold, instant cached).
 	hack/install-helm.sh
 
 control-plane-deps:

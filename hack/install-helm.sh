@@ -14,7 +14,8 @@
 #
 # Why this version and this way: the default is the Helm release built on
 # the Kubernetes libraries of the repository's minor version (k8s.io/*
-# v0.36). It is built as the Kubernetes components are
+# v0.37: v3.22.0 requires v0.37.0, which wasmccm::helper_module raises to
+# the repository's patch release). It is built as the Kubernetes components are
 # (wasmccm::helper_module, CGO_ENABLED=0, -trimpath), so the client-go and
 # apimachinery packages it shares with them and with the tests are
 # compiled once: a Helm on newer libraries would compile them again, and
@@ -22,14 +23,14 @@
 # are those of Helm's Makefile for a tagged release.
 #
 # Environment:
-#   HELM_VERSION  Helm release to build (default v3.21.4).
+#   HELM_VERSION  Helm release to build (default v3.22.0).
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "$0")/lib.sh"
 
-version=${HELM_VERSION:-v3.21.4}
+version=${HELM_VERSION:-v3.22.0}
 [[ "$version" =~ ^v3\.[0-9]+\.[0-9]+$ ]] ||
-  wasmccm::die "HELM_VERSION must look like v3.21.4, got '$version'"
+  wasmccm::die "HELM_VERSION must look like v3.22.0, got '$version'"
 bin_dir="$(wasmccm::cache_root)/bin"
 helm="$bin_dir/helm-$version"
 

@@ -19,7 +19,8 @@
 # stderr. When everything is installed the script only prints that line.
 #
 # Environment:
-#   KUBE_VERSION   Kubernetes version to build (default v1.36.3, as
+#   KUBE_VERSION   Kubernetes version to build (default
+#                  WASMCCM_KUBE_VERSION of hack/lib.sh, as
 #                  hack/install-e2e-deps.sh).
 #   CONTAINERD_VERSION, RUNC_VERSION
 #                  containerd and runc releases to build (default v2.4.2
@@ -45,9 +46,7 @@ set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-KUBE_VERSION=${KUBE_VERSION:-v1.36.3}
-[[ "$KUBE_VERSION" =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
-  wasmccm::die "KUBE_VERSION must look like v1.36.3, got '$KUBE_VERSION'"
+KUBE_VERSION=$(wasmccm::kube_version)
 
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
 RUNC_VERSION=${RUNC_VERSION:-v1.5.3}

@@ -17,6 +17,25 @@ wasmccm::cache_root() {
   echo "${WASMCCM_CACHE:-$HOME/.cache/wasmccm}"
 }
 
+# WASMCCM_KUBE_VERSION is the Kubernetes release whose components the
+# tests run by default (KUBE_VERSION overrides it): the release of the
+# k8s.io/* libraries in go.mod, as test/e2e/cluster.KubeVersion, which a
+# test there checks against this line.
+WASMCCM_KUBE_VERSION=v1.37.2
+# WASMCCM_KUBE_SKEW_VERSION is the older release whose API server the
+# end-to-end skew job runs the manager against: one minor behind the
+# libraries, the skew the manager supports.
+WASMCCM_KUBE_SKEW_VERSION=v1.36.3
+
+# wasmccm::kube_version [VERSION] prints VERSION, else $KUBE_VERSION, else
+# WASMCCM_KUBE_VERSION, once it is checked to name a release.
+wasmccm::kube_version() {
+  local version=${1:-${KUBE_VERSION:-$WASMCCM_KUBE_VERSION}}
+  [[ "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] ||
+    wasmccm::die "a Kubernetes release (KUBE_VERSION, KUBE_SKEW_VERSIONS) must look like $WASMCCM_KUBE_VERSION, got '$version'"
+  echo "$version"
+}
+
 wasmccm::log() {
   echo "[$(date +%H:%M:%S)] $*" >&2
 }

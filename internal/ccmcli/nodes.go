@@ -52,8 +52,9 @@ func startCloudNodeLifecycleControllers(initContext app.ControllerInitContext, c
 			if err != nil {
 				return nil, false, err
 			}
+			lc := completed.ComponentConfig.NodeLifecycleController
 			c, err := cloudnodelifecyclecontroller.NewCloudNodeLifecycleController(s.Nodes, client, s.Cloud,
-				completed.ComponentConfig.KubeCloudShared.NodeMonitorPeriod.Duration)
+				lc.NodeMonitorPeriod.Duration, int(lc.ConcurrentNodeLifecycleSyncs))
 			if err != nil {
 				klog.Warningf("failed to start cloud node lifecycle controller: %s", err)
 				continue

@@ -22,14 +22,33 @@ import (
 	"path/filepath"
 	"sync"
 
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
 
 // KubeVersion is the Kubernetes release whose binaries are used by default.
-// It matches the k8s.io/* library versions in go.mod.
-const KubeVersion = "v1.36.3"
+// It matches the k8s.io/* library versions in go.mod and the default of the
+// install scripts, WASMCCM_KUBE_VERSION of hack/lib.sh (TestKubeVersion
+// checks both).
+const KubeVersion = "v1.37.2"
+
+// versionEnv names an older release to run instead of KubeVersion, such as
+// v1.36.3 for the skew job of hack/test.sh: the manager, built on the
+// libraries of KubeVersion, must keep working against the API server one
+// minor behind. `KUBE_VERSION=<release> hack/install-e2e-deps.sh` builds
+// its binaries (hack/install-e2e-deps.sh builds the skew job's by default).
+const versionEnv = "WASMCCM_E2E_KUBE_VERSION"
+
+// Version returns the Kubernetes release the tests run: $WASMCCM_E2E_KUBE_VERSION
+// if set, else KubeVersion.
+func Version() string {
+	if v := os.Getenv(versionEnv); v != "" {
+		return v
+	}
+	return KubeVersion
+}
 
 // dirPrefix names the temporary directory of each cluster.
 const dirPrefix = "wasmccm-e2e-cluster-"
@@ -64,12 +83,12 @@ type Cluster struct {
 }
 
 // DefaultBinDir returns $WASMCCM_E2E_BIN if set, else the directory where
-// hack/install-e2e-deps.sh caches the binaries for KubeVersion.
+// hack/install-e2e-deps.sh caches the binaries for Version().
 func DefaultBinDir() string {
 	if dir := os.Getenv("WASMCCM_E2E_BIN"); dir != "" {
 		return dir
 	}
-	return filepath.Join(cacheRoot(), "k8s", KubeVersion, "bin")
+	return filepath.Join(cacheRoot(), "k8s", Version(), "bin")
 }
 
 // cacheRoot is where the hack/install-*.sh scripts cache what they build.
@@ -87,8 +106,8 @@ func CheckBinaries(binDir string) error {
 	for _, name := range []string{"etcd", "kube-apiserver"} {
 		path := filepath.Join(binDir, name)
 		if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-			return fmt.Errorf("%s is missing or not executable: run hack/install-e2e-deps.sh "+
-				"(or set WASMCCM_E2E_BIN to a directory holding etcd and kube-apiserver)", path)
+			return fmt.Errorf("%s is missing or not executable: run KUBE_VERSION=%s hack/install-e2e-deps.sh "+
+				"(or set WASMCCM_E2E_BIN to a directory holding etcd and kube-apiserver)", path, Version())
 		}
 	}
 	return nil
@@ -159,8 +178,32 @@ func (c *Cluster) start(ctx context.Context, binDir string) error {
 	if err != nil {
 		return fmt.Errorf("kube-apiserver did not become ready: %w", err)
 	}
+	if want := os.Getenv(versionEnv); want != "" {
+		// A skew run that silently ran the default release would prove
+		// nothing.
+		if err := checkServerVersion(c.Config, want); err != nil {
+			return err
+		}
+	}
 	if c.opts.Nodes != nil {
 		return c.startNodes(ctx, files)
+	}
+	return nil
+}
+
+// checkServerVersion fails unless the API server of cfg reports the release
+// want.
+func checkServerVersion(cfg *rest.Config, want string) error {
+	client, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	info, err := client.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("kube-apiserver version: %w", err)
+	}
+	if info.GitVersion != want {
+		return fmt.Errorf("kube-apiserver reports %s, but %s asks for %s", info.GitVersion, versionEnv, want)
 	}
 	return nil
 }

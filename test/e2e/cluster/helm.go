@@ -11,7 +11,7 @@ import (
 )
 
 // HelmVersion is the Helm that hack/install-helm.sh caches by default.
-const HelmVersion = "v3.21.4"
+const HelmVersion = "v3.22.0"
 
 // Helm runs the cached helm with args, without user configuration or
 // repositories, and returns its standard output; an error carries its

@@ -54,9 +54,11 @@ type Node struct {
 }
 
 // DefaultNodeBinDir returns the directory where hack/install-node-deps.sh
-// caches kubelet, kube-controller-manager and kube-scheduler.
+// caches kubelet, kube-controller-manager and kube-scheduler for Version():
+// of the API server's release, as a kubelet newer than its API server is
+// outside the supported skew.
 func DefaultNodeBinDir() string {
-	return filepath.Join(cacheRoot(), "node", KubeVersion, "bin")
+	return filepath.Join(cacheRoot(), "node", Version(), "bin")
 }
 
 // CheckNodeBinaries reports, with the command that fixes it, what a
@@ -65,7 +67,7 @@ func CheckNodeBinaries(binDir string) error {
 	for _, name := range []string{"kubelet", "kube-controller-manager", "kube-scheduler"} {
 		path := filepath.Join(binDir, name)
 		if info, err := os.Stat(path); err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
-			return fmt.Errorf("%s is missing or not executable: run hack/install-node-deps.sh", path)
+			return fmt.Errorf("%s is missing or not executable: run KUBE_VERSION=%s hack/install-node-deps.sh", path, Version())
 		}
 	}
 	// The network namespaces of the Nodes.
@@ -156,8 +158,9 @@ func (c *Cluster) startNodes(ctx context.Context, files apiServerFiles) error {
 		// Nothing scrapes them; a fixed port would collide.
 		"--secure-port=0",
 		"--leader-elect=false",
-		// Cloud loops belong to the cloud controller manager under test.
-		"--controllers=*,-cloud-node-lifecycle-controller,-service-lb-controller,-node-route-controller",
+		// Its default controllers include no cloud loop: those of 1.36 are
+		// stubs that do nothing (KEP-2395), and 1.37 removed them and
+		// refuses their names in --controllers.
 		// Signs the legacy token Secrets and publishes kube-root-ca.crt,
 		// which every Pod's service-account volume needs.
 		"--service-account-private-key-file=" + files.saKey,

@@ -265,7 +265,7 @@ func testControllers(ctx context.Context, t *testing.T, admin kubernetes.Interfa
 	if err != nil {
 		t.Fatal(err)
 	}
-	lifecycleCtrl, err := nodelifecycle.NewCloudNodeLifecycleController(nodeInformer, sa.client, cloud, 200*time.Millisecond)
+	lifecycleCtrl, err := nodelifecycle.NewCloudNodeLifecycleController(nodeInformer, sa.client, cloud, 200*time.Millisecond, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -195,7 +195,7 @@ func helmTemplateValues(t testing.TB, values, moduleValue string, module []byte,
 		t.Fatal(err)
 	}
 	args := []string{"template", "wasm-cloud-controller-manager", chartDir, "--namespace", systemNamespace,
-		"--kube-version", cluster.KubeVersion, "--set-file", moduleValue + "=" + b64}
+		"--kube-version", cluster.Version(), "--set-file", moduleValue + "=" + b64}
 	if values != "" {
 		args = append(args, "--values", values)
 	}
