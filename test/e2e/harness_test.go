@@ -231,6 +231,7 @@ func startCCMBinary(t *testing.T, binary, dir, name string, flags []string) *ccm
 	}
 	p.cmd = exec.Command(binary, append(flags, fmt.Sprintf("--secure-port=%d", p.port))...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.SysProcAttr = cluster.ChildAttrs()
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,9 @@ package cluster
 
 import "syscall"
 
-// childAttrs makes the kernel kill etcd and kube-apiserver when the test
-// binary dies, so a crashed or timed-out test run leaves no servers behind.
-func childAttrs() *syscall.SysProcAttr {
+// ChildAttrs makes the kernel kill a child (etcd, kube-apiserver, a CCM)
+// when the test binary dies, so a crashed or timed-out test run leaves no
+// servers behind.
+func ChildAttrs() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }

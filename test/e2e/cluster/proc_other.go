@@ -4,7 +4,7 @@ package cluster
 
 import "syscall"
 
-// childAttrs returns nil: only Linux can tie a child's life to its parent.
-func childAttrs() *syscall.SysProcAttr {
+// ChildAttrs returns nil: only Linux can tie a child's life to its parent.
+func ChildAttrs() *syscall.SysProcAttr {
 	return nil
 }

@@ -44,7 +44,7 @@ func startProcess(name, binary, dir string, args []string, env ...string) (*proc
 	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
-	cmd.SysProcAttr = childAttrs()
+	cmd.SysProcAttr = ChildAttrs()
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}

@@ -10,7 +10,7 @@ import (
 
 // sweepStale removes what clusters with Nodes left behind when their test
 // binary was killed (by go test -timeout, say) before Stop could run. The
-// daemons die with the test binary (see childAttrs), but containers and
+// daemons die with the test binary (see ChildAttrs), but containers and
 // their shims run on, and mounts, cgroups and network namespaces stay. A
 // cluster directory is stale when no process but a shim refers to it.
 func sweepStale() error {

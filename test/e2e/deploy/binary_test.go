@@ -329,6 +329,7 @@ func startManager(t testing.TB, bin string, args []string, env map[string]string
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = cluster.ChildAttrs()
 	cmd.Env = os.Environ()
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
