@@ -363,7 +363,7 @@ func TestChartSeveralModules(t *testing.T) {
 				}
 			}
 
-			// The manager adds up every module's worst case (runtime/multimodule).
+			// The manager adds up every module's worst case (runtime/assembly).
 			need := membudget.HostBaselineMiB
 			for _, mod := range cfg.Modules {
 				need += membudget.New(mod.Limits.PoolSize, int(mod.Limits.MemoryLimitMiB), int(mod.Limits.SharedStateMiB), 2).ModuleMiB()
