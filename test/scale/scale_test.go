@@ -45,6 +45,13 @@
 //	                             <variant>-<sequence>-<phase>.pprof after the
 //	                             phase they began in, to merge with
 //	                             go tool pprof (default: none)
+//	WASMCCM_SCALE_MEMORY         directory to write, after the Services phase,
+//	                             each CCM's heap profile (<variant>-heap.pprof),
+//	                             its heap profile as text with the runtime's
+//	                             MemStats (<variant>-heap.txt) and its resident
+//	                             memory by kind of mapping, from
+//	                             /proc/PID/smaps (<variant>-mappings.txt)
+//	                             (default: none)
 //	WASMCCM_SCALE_COMMAND        the command to record (hack/scale.sh sets it;
 //	                             default: the equivalent go test command)
 //
@@ -376,6 +383,7 @@ func run(t *testing.T, s settings, variant string) *result {
 	r.Services = w.phase(start, created, done, cloud, before, ccm, cpu0, t)
 	t.Logf("%s: %d Services have an ingress IP after %s (%d cloud requests, %d throttled)", variant, s.Services,
 		r.Services.Done.Round(time.Millisecond), r.Services.requests(), r.Services.RateLimited)
+	snapshotMemory(t, os.Getenv("WASMCCM_SCALE_MEMORY"), variant, ccm, c.Config.BearerToken)
 
 	// Phase 3: keeping the Nodes current over a fixed window, or idle.
 	if s.Refresh {
@@ -394,6 +402,39 @@ func run(t *testing.T, s settings, variant string) *result {
 	final := ccm.Stop()
 	r.PeakRSS, r.TotalCPU = final.HWM, final.CPU
 	return r
+}
+
+// snapshotMemory writes where ccm's memory is into dir (WASMCCM_SCALE_MEMORY),
+// when dir is set. A failed fetch is logged, not fatal: the figures are
+// for a breakdown, not the run's result.
+func snapshotMemory(t *testing.T, dir, variant string, ccm *ccmproc.Process, token string) {
+	if dir == "" {
+		return
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The mappings first: the collection the heap profile asks for
+	// returns memory to the kernel.
+	var b strings.Builder
+	mappings := ccmproc.Mappings(ccm.Cmd.Process.Pid)
+	for _, kind := range slices.Sorted(maps.Keys(mappings)) {
+		fmt.Fprintf(&b, "%s\t%.1f MiB\n", kind, float64(mappings[kind])/(1<<20))
+	}
+	files := map[string][]byte{variant + "-mappings.txt": []byte(b.String())}
+	for debug, name := range []string{variant + "-heap.pprof", variant + "-heap.txt"} {
+		profile, err := ccm.HeapProfile(context.Background(), debug, token)
+		if err != nil {
+			t.Logf("%s: no heap profile: %v", variant, err)
+			continue
+		}
+		files[name] = profile
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // profiler fetches consecutive CPU profiles of a CCM while it runs, each

@@ -98,7 +98,19 @@ var insecure = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: 
 // default) to whom the cluster authorizes: token is one of the cluster's,
 // allowed the nonResourceURL /debug/pprof/profile.
 func (p *Process) CPUProfile(ctx context.Context, d time.Duration, token string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.URL, int(d.Seconds())), nil)
+	return p.debug(ctx, fmt.Sprintf("profile?seconds=%d", int(d.Seconds())), token)
+}
+
+// HeapProfile returns the CCM's heap profile after a collection, in
+// pprof's format with debug 0, or as text with the runtime's MemStats
+// with debug 1; token as for CPUProfile.
+func (p *Process) HeapProfile(ctx context.Context, debug int, token string) ([]byte, error) {
+	return p.debug(ctx, fmt.Sprintf("heap?gc=1&debug=%d", debug), token)
+}
+
+// debug fetches /debug/pprof/path from the CCM.
+func (p *Process) debug(ctx context.Context, path, token string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/debug/pprof/"+path, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +125,7 @@ func (p *Process) CPUProfile(ctx context.Context, d time.Duration, token string)
 		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("CPU profile: %s: %s", resp.Status, b)
+		return nil, fmt.Errorf("%s: %s: %s", path, resp.Status, b)
 	}
 	return b, nil
 }

@@ -75,3 +75,45 @@ func FindAPIServer(host string) int {
 	}
 	return 0
 }
+
+// Mappings sums a process's resident memory by kind of mapping, from
+// /proc/PID/smaps: the executable's own file, other files, the stacks,
+// anonymous executable memory (compiled Wasm) and other anonymous memory
+// (the Go heap and whatever else is mmapped without a file). Empty when
+// pid is gone.
+func Mappings(pid int) map[string]int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps")
+	if err != nil {
+		return nil
+	}
+	exe, _ := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe")
+	out := map[string]int64{}
+	kind := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && strings.Contains(fields[0], "-") && len(fields[1]) == 4 {
+			path := ""
+			if len(fields) >= 6 {
+				path = fields[5]
+			}
+			switch {
+			case path == exe:
+				kind = "executable file"
+			case strings.HasPrefix(path, "/"):
+				kind = "other files"
+			case path == "[stack]":
+				kind = "stack"
+			case strings.Contains(fields[1], "x"):
+				kind = "anonymous, executable"
+			default:
+				kind = "anonymous"
+			}
+			continue
+		}
+		if len(fields) == 3 && fields[0] == "Rss:" {
+			kb, _ := strconv.ParseInt(fields[1], 10, 64)
+			out[kind] += kb << 10
+		}
+	}
+	return out
+}
