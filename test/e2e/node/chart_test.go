@@ -433,16 +433,8 @@ func podWarning(ctx context.Context, client kubernetes.Interface, ref, want stri
 		if moduleRef(&p) != ref {
 			continue
 		}
-		events, err := client.CoreV1().Events(systemNamespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + p.Name + ",type=Warning",
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		for i := range events.Items {
-			if strings.Contains(events.Items[i].Message, want) {
-				return &events.Items[i], true, nil
-			}
+		if event, found, err := eventContaining(ctx, client, "involvedObject.name="+p.Name+",type=Warning", want); found || err != nil {
+			return event, found, err
 		}
 	}
 	return nil, false, nil

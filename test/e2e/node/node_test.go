@@ -434,18 +434,7 @@ func testModuleUpdate(t *testing.T, ctx context.Context, c *cluster.Cluster, cli
 	})
 	swapped := time.Since(applied)
 	event := waitFor(t, ctx, "ModuleReloaded Event naming "+digest, func(ctx context.Context) (*corev1.Event, bool, error) {
-		events, err := client.CoreV1().Events(systemNamespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + leader + ",reason=ModuleReloaded",
-		})
-		if err != nil {
-			return nil, false, err
-		}
-		for i := range events.Items {
-			if strings.Contains(events.Items[i].Message, digest) {
-				return &events.Items[i], true, nil
-			}
-		}
-		return nil, false, nil
+		return eventContaining(ctx, client, "involvedObject.name="+leader+",reason=ModuleReloaded", digest)
 	})
 	t.Logf("module update: the kubelet swapped the file %v after the ConfigMap update, in service %v after it (%s)",
 		swapped.Round(100*time.Millisecond), time.Since(applied).Round(100*time.Millisecond), event.Message)
@@ -628,4 +617,19 @@ func decodeBase64(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return data
+}
+
+// eventContaining returns an Event of the CCM's namespace that the field
+// selector matches and whose message contains want.
+func eventContaining(ctx context.Context, client kubernetes.Interface, selector, want string) (*corev1.Event, bool, error) {
+	events, err := client.CoreV1().Events(systemNamespace).List(ctx, metav1.ListOptions{FieldSelector: selector})
+	if err != nil {
+		return nil, false, err
+	}
+	for i := range events.Items {
+		if strings.Contains(events.Items[i].Message, want) {
+			return &events.Items[i], true, nil
+		}
+	}
+	return nil, false, nil
 }
