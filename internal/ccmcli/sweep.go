@@ -19,7 +19,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/runtime/assembly"
-	"github.com/wasmccm/wasmccm/runtime/provider"
 	"github.com/wasmccm/wasmccm/runtime/sweep"
 )
 
@@ -67,14 +66,15 @@ func startOrphanSweep(initContext app.ControllerInitContext, completed *config.C
 			recorder record.EventRecorder
 			pod      *v1.ObjectReference
 		)
-		start := func(c *provider.Cloud, scope sweep.Scope) bool {
+		assembled(cloud).EachStarted(func(m assembly.Served) {
+			c := m.Cloud
 			if _, ok := c.LoadBalancer(); !ok {
 				klog.InfoS("orphan load balancer sweep not started: the module has no LoadBalancer capability", "module", c.Name())
-				return false
+				return
 			}
 			if why := sweep.Refusal(c.OrphanSweep(), clusterName); why != "" {
 				klog.InfoS("orphan load balancer sweep not started", "module", c.Name(), "reason", why)
-				return false
+				return
 			}
 			once.Do(func() {
 				broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -84,11 +84,8 @@ func startOrphanSweep(initContext app.ControllerInitContext, completed *config.C
 					pod = &v1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name}
 				}
 			})
+			scope := sweep.Scope{Module: m.Name, Keeps: m.Keeps}
 			go sweep.New(c.OrphanSweep(), c, scope, clusterName, lister, synced, recorder, pod).Run(ctx)
-			return true
-		}
-		assembled(cloud).EachStarted(func(m assembly.Served) {
-			start(m.Cloud, sweep.Scope{Module: m.Name, Keeps: m.Keeps})
 		})
 		return nil, true, nil
 	}

@@ -68,9 +68,8 @@ type Cloud struct {
 	// routing is then nil.
 	sole    bool
 	routing *Routing
-	// routes names the routes module when routed.
+	// routes names the routes module of several; "" when none.
 	routes string
-	routed bool
 
 	// mu guards modules' Cloud, nil until the module started (start.go),
 	// and what a module started late is given (initialized, informers).
@@ -125,7 +124,7 @@ func Open(ctx context.Context, path string, kube *rest.Config) (*Cloud, error) {
 // module of a CCM does. reread, when set, returns the cloud-config as it
 // is now, for modules that follow a changed module.image.
 func Start(ctx context.Context, cfg *cloudconfig.File, kube *rest.Config, reread func() (*cloudconfig.File, error)) (*Cloud, error) {
-	c := &Cloud{sole: cfg.Sole(), routes: cfg.Routes, routed: cfg.Sole() || cfg.Routes != "", stalls: map[string]*stallGuard{},
+	c := &Cloud{sole: cfg.Sole(), routes: cfg.Routes, stalls: map[string]*stallGuard{},
 		notRouted: reportgate.New(notRoutedEvery), startFailed: map[string]error{}}
 	if !c.sole {
 		c.routing = NewRouting(cfg)
@@ -300,9 +299,10 @@ func (c *Cloud) ProviderName() string { return provider.ProviderName }
 // HasClusterID reports true, as each module's provider does.
 func (c *Cloud) HasClusterID() bool { return true }
 
-// soleModule is the one module of a sole cloud-config: Start fails
-// unless it started.
-func (c *Cloud) soleModule() *provider.Cloud { return c.module("") }
+// soleModule is the one module of a sole cloud-config. Start fails
+// unless it started, and it is never started again, so it is read without
+// the lock: the controllers ask for its interfaces on every sync.
+func (c *Cloud) soleModule() *provider.Cloud { return c.modules[0].Cloud }
 
 // InstancesV2 routes each Node to its module; a sole module's are its own.
 func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
@@ -329,7 +329,10 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, 
 // Routes are the routes module's, when the cloud-config names one, or
 // the sole module's.
 func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
-	if m := c.module(c.routes); c.routed && m != nil {
+	if c.sole {
+		return c.soleModule().Routes()
+	}
+	if m := c.module(c.routes); c.routes != "" && m != nil {
 		return m.Routes()
 	}
 	return nil, false
@@ -370,16 +373,16 @@ type LoadBalancerServer struct {
 // balancer, given the Nodes LoadBalancerRule.Targets says. A sole
 // module's is its own, over every Service, as upstream runs a provider.
 func (c *Cloud) LoadBalancerServers() []LoadBalancerServer {
+	if c.sole {
+		if lb, ok := c.soleModule().LoadBalancer(); ok {
+			return []LoadBalancerServer{{Cloud: lbCloud{Interface: c, lb: lb}}}
+		}
+		return nil
+	}
 	var out []LoadBalancerServer
 	for i := range c.modules {
 		m := &c.modules[i] // Name and ServesLoadBalancers only: Cloud is c.mu's
 		if !m.ServesLoadBalancers {
-			continue
-		}
-		if c.sole {
-			if lb, ok := c.soleModule().LoadBalancer(); ok {
-				out = append(out, LoadBalancerServer{Cloud: lbCloud{Interface: c, lb: lb}})
-			}
 			continue
 		}
 		var lb cloudprovider.LoadBalancer = moduleLB{c: c, name: m.Name}

@@ -185,15 +185,15 @@ func (f *File) Pick(name string) (*Config, error) {
 // validate checks the routing rules and every module's own cloud-config,
 // and gives each module the cluster name and, unless set, a last-known-good
 // record of its own.
-func (c *File) validate() error {
-	if c.sole {
-		return c.Modules[0].Validate()
+func (f *File) validate() error {
+	if f.sole {
+		return f.Modules[0].Validate()
 	}
 	var errs []error
-	if len(c.Modules) == 0 || len(c.Modules) > maxModules {
-		errs = append(errs, fmt.Errorf("modules: %d modules, want 1..%d", len(c.Modules), maxModules))
+	if len(f.Modules) == 0 || len(f.Modules) > maxModules {
+		errs = append(errs, fmt.Errorf("modules: %d modules, want 1..%d", len(f.Modules), maxModules))
 	}
-	clusterName := c.ClusterName
+	clusterName := f.ClusterName
 	if clusterName == "" {
 		clusterName = DefaultClusterName
 	}
@@ -201,8 +201,8 @@ func (c *File) validate() error {
 	classes := map[string]string{}
 	var nodeDefault, lbDefault []string
 	records := map[string]string{}
-	for i := range c.Modules {
-		m := &c.Modules[i]
+	for i := range f.Modules {
+		m := &f.Modules[i]
 		at := fmt.Sprintf("modules[%d] (%s)", i, m.Name)
 		if problems := validation.IsDNS1123Label(m.Name); len(problems) > 0 {
 			errs = append(errs, fmt.Errorf("modules[%d].name %q: %s", i, m.Name, strings.Join(problems, "; ")))
@@ -245,7 +245,7 @@ func (c *File) validate() error {
 		default:
 			errs = append(errs, fmt.Errorf("%s: loadBalancers.targets %q is neither %q nor %q", at, m.LoadBalancers.Targets, TargetsOwn, TargetsAll))
 		}
-		if !m.Nodes.Serves() && !m.LoadBalancers.Serves() && c.Routes != m.Name {
+		if !m.Nodes.Serves() && !m.LoadBalancers.Serves() && f.Routes != m.Name {
 			errs = append(errs, fmt.Errorf("%s: serves no Nodes (nodes.providerIDPrefix), no load balancers (loadBalancers) and no routes", at))
 		}
 	}
@@ -255,9 +255,9 @@ func (c *File) validate() error {
 	if len(lbDefault) > 1 {
 		errs = append(errs, fmt.Errorf("loadBalancers.default is set on %d modules (%s): at most one", len(lbDefault), strings.Join(lbDefault, ", ")))
 	}
-	errs = append(errs, overlappingPrefixes(c.Modules))
-	if c.Routes != "" && !names[c.Routes] {
-		errs = append(errs, fmt.Errorf("routes: no module is named %q", c.Routes))
+	errs = append(errs, overlappingPrefixes(f.Modules))
+	if f.Routes != "" && !names[f.Routes] {
+		errs = append(errs, fmt.Errorf("routes: no module is named %q", f.Routes))
 	}
 	return errors.Join(errs...)
 }
@@ -302,10 +302,10 @@ func overlappingPrefixes(modules []Entry) error {
 }
 
 // Entry returns the module named name, nil when there is none.
-func (c *File) Entry(name string) *Entry {
-	i := slices.IndexFunc(c.Modules, func(m Entry) bool { return m.Name == name })
+func (f *File) Entry(name string) *Entry {
+	i := slices.IndexFunc(f.Modules, func(m Entry) bool { return m.Name == name })
 	if i < 0 {
 		return nil
 	}
-	return &c.Modules[i]
+	return &f.Modules[i]
 }

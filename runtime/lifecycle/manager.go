@@ -15,9 +15,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/modulefile"
-
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // Backend answers the ABI's methods. A *host.Module is the backend of

@@ -19,9 +19,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/cloudconfig"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/modulefile"
-
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // The Manager's tests run modules as the provider does, with their calls

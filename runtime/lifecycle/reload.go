@@ -12,9 +12,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/runtime/events"
-	"github.com/wasmccm/wasmccm/runtime/modulefile"
-
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 var reloads = metrics.NewCounterVec(&metrics.CounterOpts{

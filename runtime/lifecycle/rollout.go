@@ -16,9 +16,8 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/modulefile"
-
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // The rollout of a changed module file, as judge.go decides: shadow

@@ -17,9 +17,8 @@ import (
 	"github.com/wasmccm/wasmccm/runtime/egress"
 	"github.com/wasmccm/wasmccm/runtime/events"
 	"github.com/wasmccm/wasmccm/runtime/host"
-	"github.com/wasmccm/wasmccm/runtime/modulefile"
-
 	"github.com/wasmccm/wasmccm/runtime/lifecycle/internal/decision"
+	"github.com/wasmccm/wasmccm/runtime/modulefile"
 )
 
 // The rollout tests run the first-party simcloud module against an
