@@ -300,7 +300,7 @@ func (i *Interceptor) RoundTrip(req *http.Request) (*http.Response, error) {
 	if ct, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type")); ct == "application/x-www-form-urlencoded" {
 		ex.Form, _ = url.ParseQuery(i.Redact(string(reqBody)))
 	}
-	ex.secretInURL = i.secrets.Holds(raw)
+	ex.secretInURL = ex.URL != raw // Redact returns raw itself when it holds no secret
 	if injected {
 		ex.Injected = fault
 	}
