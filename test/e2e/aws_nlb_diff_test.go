@@ -84,12 +84,10 @@ func awsNLBDiffRun(t *testing.T, impl, official string) map[string]string {
 	nlbOutcome(out, "", fake, symbolic, healthPort)
 
 	// The first Service loses port 443, and 80 moves to node port 30081.
-	if _, err := e.updateServiceNoWait(ctx, "nlb", func(s *v1.Service) {
+	e.updateService(t, "nlb", func(s *v1.Service) {
 		s.Spec.Ports = s.Spec.Ports[:1]
 		s.Spec.Ports[0].NodePort = 30081
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	webName := ""
 	for _, lb := range fake.NetworkLoadBalancers() {
 		if lb.Tags["kubernetes.io/service-name"] == "default/nlb" {
@@ -154,16 +152,6 @@ func awsNLBDiffRun(t *testing.T, impl, official string) map[string]string {
 	out["requests, reads (Describe*) in all"] = fmt.Sprint(reads)
 	out["requests, writes in all"] = fmt.Sprint(writes)
 	return out
-}
-
-// updateServiceNoWait changes a Service once, as a user would.
-func (e *awsEnv) updateServiceNoWait(ctx context.Context, name string, change func(*v1.Service)) (*v1.Service, error) {
-	s, err := e.getService(name)
-	if err != nil {
-		return nil, err
-	}
-	change(s)
-	return e.client.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{})
 }
 
 // nlbOutcome records, under prefix, the NLBs, their listeners and target
