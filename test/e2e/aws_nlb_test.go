@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmccm/wasmccm/examples/awsfake"
 	"github.com/wasmccm/wasmccm/examples/faultinject"
+	"github.com/wasmccm/wasmccm/modules/aws"
 )
 
 // testNLB: a Service annotated for an NLB gets one through the upstream
@@ -71,10 +72,15 @@ func (e *awsEnv) testNLB(t *testing.T) {
 	if _, err := e.fake.Faults.Add(faultinject.Fault{Name: "tg-unreadable", Route: "elbv2:DescribeTargetGroups", Always: true, Status: 503}); err != nil {
 		t.Fatal(err)
 	}
+	asked := e.fake.Requests()["elbv2:DescribeTargetGroups"]
 	if err := e.client.CoreV1().Services("default").Delete(ctx, "nlb-web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Second)
+	// The deletion must have been tried under the fault, or the check
+	// below proves nothing.
+	eventually(t, 30*time.Second, "the deletion tried while target groups are unreadable", func() (bool, error) {
+		return e.fake.Requests()["elbv2:DescribeTargetGroups"] > asked, nil
+	})
 	if _, ok := e.nlb(name); !ok || len(e.targetGroupsOf(svc)) != 2 {
 		t.Fatal("deleted on doubt: DescribeTargetGroups failed, yet the NLB or its groups went")
 	}
@@ -141,7 +147,7 @@ func (e *awsEnv) nlb(name string) (awsfake.NetworkLoadBalancer, bool) {
 func (e *awsEnv) targetGroupsOf(svc *v1.Service) []awsfake.TargetGroup {
 	var out []awsfake.TargetGroup
 	for _, tg := range e.fake.TargetGroups() {
-		if tg.Tags["wasmccm.io/service-uid"] == string(svc.UID) {
+		if tg.Tags[aws.ServiceUIDTag] == string(svc.UID) {
 			out = append(out, tg)
 		}
 	}
