@@ -178,8 +178,15 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 	}
 	out["after deleting web: security groups"] = strings.Join(left, ",")
 	out["after deleting web: load balancers"] = fmt.Sprint(len(e.fake.LoadBalancers()))
+	awsRequestOutcome(out, e.fake)
+	return out
+}
+
+// awsRequestOutcome records the requests the fake saw, by action, and the
+// reads (Describe*) and writes in all.
+func awsRequestOutcome(out map[string]string, fake *awsfake.Cloud) {
 	reads, writes := 0, 0
-	for action, n := range e.fake.Requests() {
+	for action, n := range fake.Requests() {
 		out["requests "+action] = fmt.Sprint(n)
 		if _, name, _ := strings.Cut(action, ":"); strings.HasPrefix(name, "Describe") {
 			reads += n
@@ -189,7 +196,6 @@ func awsDiffRun(t *testing.T, impl, official string) map[string]string {
 	}
 	out["requests, reads (Describe*) in all"] = fmt.Sprint(reads)
 	out["requests, writes in all"] = fmt.Sprint(writes)
-	return out
 }
 
 // awsSymbols names load balancers, DNS names, Service UIDs and security

@@ -140,17 +140,7 @@ func awsNLBDiffRun(t *testing.T, impl, official string) map[string]string {
 	}
 	slices.Sort(rules)
 	out[p+"rules of its NLB"] = strings.Join(rules, " ")
-	reads, writes := 0, 0
-	for action, n := range fake.Requests() {
-		out["requests "+action] = fmt.Sprint(n)
-		if _, name, _ := strings.Cut(action, ":"); strings.HasPrefix(name, "Describe") {
-			reads += n
-		} else {
-			writes += n
-		}
-	}
-	out["requests, reads (Describe*) in all"] = fmt.Sprint(reads)
-	out["requests, writes in all"] = fmt.Sprint(writes)
+	awsRequestOutcome(out, fake)
 	return out
 }
 
