@@ -101,14 +101,13 @@ func (w *jsonWriter) stringMap(m map[string]string) {
 // because in a module every loop iteration costs a call out of the
 // compiled code (wazero's check that the call may go on).
 func plainPrefix[T string | []byte](s T, i int) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	var b [8]byte // past the end of s, zeros: control characters
 	copy(b[:], s[i:])
 	x := binary.LittleEndian.Uint64(b[:])
 	// Each test sets the high bit of the bytes it finds, exactly up to the
 	// first one (a borrow only carries upwards): a byte below 0x20 borrows
-	// into it, and a byte equal to c is a zero byte of x^(ones*c).
-	quote, backslash := x^(ones*'"'), x^(ones*'\\')
-	found := x&highs | (x-ones*0x20)&^x&highs | (quote-ones)&^quote&highs | (backslash-ones)&^backslash&highs
+	// into it, and a byte equal to c is a zero byte of x^(lowBits*c).
+	quote, backslash := x^(lowBits*'"'), x^(lowBits*'\\')
+	found := x&highBits | (x-lowBits*0x20)&^x&highBits | (quote-lowBits)&^quote&highBits | (backslash-lowBits)&^backslash&highBits
 	return bits.TrailingZeros64(found) / 8
 }

@@ -25,6 +25,7 @@ package simcloud
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -242,19 +243,39 @@ func unreserved(c byte) bool {
 // validName reports whether s is a valid simcloud name or ID: 1-128 of
 // [A-Za-z0-9._-], starting with a letter or digit.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > 128 {
+	if len(s) == 0 || len(s) > 128 || !alphanumeric(s[0]) {
 		return false
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case i > 0 && (c == '-' || c == '_' || c == '.'):
-		default:
+	for i := 0; i < len(s); i += 8 {
+		var b [8]byte
+		n := copy(b[:], s[i:])
+		if notNameBytes(binary.LittleEndian.Uint64(b[:]))&(highBits>>(64-8*n)) != 0 {
 			return false
 		}
 	}
 	return true
+}
+
+func alphanumeric(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}
+
+const lowBits, highBits = 0x0101010101010101, 0x8080808080808080
+
+// notNameBytes sets the high bit of each byte of x that is not a letter, a
+// digit, '-', '_' or '.'. It tests eight bytes as one integer, as
+// plainPrefix does and for the same reason.
+func notNameBytes(x uint64) uint64 {
+	name := inRange(x, 'a', 'z') | inRange(x, 'A', 'Z') | inRange(x, '0', '9') |
+		inRange(x, '-', '.') | inRange(x, '_', '_')
+	return (^name | x) & highBits
+}
+
+// inRange sets the high bit of each byte of x in lo..hi. It is exact for
+// bytes below 0x80, so that no subtraction borrows from the next byte;
+// notNameBytes refuses the others.
+func inRange(x uint64, lo, hi byte) uint64 {
+	return ((x | highBits) - lowBits*uint64(lo)) & (lowBits*uint64(0x80+hi) - x) & highBits
 }
 
 // quote is strconv.Quote, shorter to read in messages.
