@@ -160,13 +160,17 @@ func TestLastKnownGoodRequiresSignature(t *testing.T) {
 }
 
 // TestRecordLastKnownGood: the module in service is recorded once it has
-// served its rollback window, and reads back whole.
+// served its rollback window, and reads back whole, although the Manager
+// let go of the decompressed module once it was compiled.
 func TestRecordLastKnownGood(t *testing.T) {
 	good, goodDigest := lifecycletest.SimcloudModule(t, "simcloud")
 	client := fake.NewClientset()
 	m, _, err := startWith(t, client, good, func(tm *testModule) { tm.opts.Rollout.Rollback.Window.Duration = time.Hour })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.served.Wasm != nil {
+		t.Fatalf("the Manager keeps the decompressed module in service (%d bytes)", len(m.served.Wasm))
 	}
 	ctx := context.Background()
 	m.recordLastKnownGood(ctx)

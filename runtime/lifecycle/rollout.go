@@ -147,7 +147,7 @@ func (m *Manager) startRollout(mod Backend, file modulefile.File) {
 	}
 	digest := file.Digest
 	r := &rollout{
-		module: m.opts.Name, phase: decision.Shadow, started: time.Now(), file: file, other: mod,
+		module: m.opts.Name, phase: decision.Shadow, started: time.Now(), file: compiled(file), other: mod,
 		sem: make(chan struct{}, cfg.Concurrency),
 	}
 	m.rollout.Store(r)
