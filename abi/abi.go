@@ -28,8 +28,9 @@ const Version = 1
 // starting with HeaderPrefix for host-side authentication. Revision 3
 // added the optional export ExportListLoadBalancers. Revision 4 added the
 // optional export ExportSetDeadline. Revision 5 added the reserved request
-// header HeaderReadOnly.
-const Revision = 5
+// header HeaderReadOnly. Revision 6 added the optional export
+// ExportSetLoadBalancerNodes.
+const Revision = 6
 
 // Core exports every module has.
 const (
@@ -100,6 +101,23 @@ const (
 // an error, never a shorter list.
 const ExportListLoadBalancers = "wasmccm_list_load_balancers"
 
+// ExportSetLoadBalancerNodes (revision 6) is optional: a method taking
+// LoadBalancerNodes and answering no payload. A host that knows it sends
+// an instance the Node list of ExportEnsureLoadBalancer and
+// ExportUpdateLoadBalancer (NodesListed) through it, once for as long as
+// the list stays the same, and then sends those calls' requests with
+// Nodes empty: the module answers them with the list it was sent last.
+// The service controller passes every eligible Node to every call, the
+// same list until the cluster's Nodes change, so this spares the host
+// encoding it and the module decoding it on each call, and lets the
+// module keep what it derives from it.
+const ExportSetLoadBalancerNodes = "wasmccm_set_load_balancer_nodes"
+
+// NodesListed reports whether export's LoadBalancerRequest lists Nodes.
+func NodesListed(export string) bool {
+	return export == ExportEnsureLoadBalancer || export == ExportUpdateLoadBalancer
+}
+
 // OptionalExports lists the exports a module may add to a capability it
 // supports. Each is a method export; the host calls it only when the
 // module exports it and supports Requires, and refuses a module that
@@ -109,6 +127,7 @@ var OptionalExports = []struct {
 	Requires Capability
 }{
 	{ExportListLoadBalancers, CapabilityLoadBalancer},
+	{ExportSetLoadBalancerNodes, CapabilityLoadBalancer},
 }
 
 // Capability names a group of exports that together implement one of

@@ -45,6 +45,7 @@ var Methods = []Method{
 	{"ListClusters", ExportListClusters, newEmpty, func() Message { return &Strings{} }},
 	{"Master", ExportClusterMaster, newString, newString},
 	{"ListLoadBalancers", ExportListLoadBalancers, newString, func() Message { return &OwnedLoadBalancers{} }},
+	{"SetLoadBalancerNodes", ExportSetLoadBalancerNodes, func() Message { return &LoadBalancerNodes{} }, nil},
 }
 
 // LookupMethod finds a method by its name or its export name.

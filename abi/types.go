@@ -314,6 +314,26 @@ func (r *LoadBalancerRequest) Decode(d *Decoder) {
 	r.Nodes = decodeList[Node](d)
 }
 
+// LoadBalancerNodes is ExportSetLoadBalancerNodes' input: the Nodes of the
+// load balancer calls that follow, as LoadBalancerRequest.Nodes would
+// carry them.
+type LoadBalancerNodes struct {
+	Nodes []Node
+}
+
+func (n *LoadBalancerNodes) Encode(e *Encoder) { encodeList(e, n.Nodes) }
+func (n *LoadBalancerNodes) Decode(d *Decoder) { n.Nodes = decodeList[Node](d) }
+
+// SameNodes reports whether a and b are one Node list: the same slice of
+// the same array. Load balancer calls that get the same list get it as
+// the same slice (ExportSetLoadBalancerNodes), and a list is never
+// changed once passed, so a provider may key what it derives from a list
+// on it, and the host knows which list an instance holds. Equal lists
+// that are not the same slice only cost that work again.
+func SameNodes(a, b []Node) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
 // GetLoadBalancerResult is ExportGetLoadBalancer's payload.
 type GetLoadBalancerResult struct {
 	Status LoadBalancerStatus

@@ -64,7 +64,7 @@ func TestValidate(t *testing.T) {
 		wantCode int
 		want     string
 	}{
-		{"sdk module", testprovider(t), 0, "capabilities: InstancesV2, Instances, LoadBalancer, Routes, Zones, Clusters\noptional:     none; could add ListLoadBalancers (for LoadBalancer)\ncredentials:  does not import credential: it cannot read a secret\nvalid"},
+		{"sdk module", testprovider(t), 0, "capabilities: InstancesV2, Instances, LoadBalancer, Routes, Zones, Clusters\noptional:     SetLoadBalancerNodes; could add ListLoadBalancers (for LoadBalancer)\ncredentials:  does not import credential: it cannot read a secret\nvalid"},
 		{"wrong ABI version", write("v2.wasm", version2), 1, "module implements ABI version 2; this host implements version 1"},
 		{"missing export", write("noalloc.wasm", noAlloc), 1, "missing export wasmccm_alloc"},
 		{"600,000 functions", write("many.wasm.gz", manyFuncs), 1, "module defines 600003 functions, more than the 50000 the host compiles"},

@@ -47,19 +47,19 @@ func TestOptionalExportsShown(t *testing.T) {
 	config, spec := conformancetest.Simcloud(t, "", "")
 	broken := conformancetest.Module(t, "../../internal/conformance/testdata/broken", wasmbuild.Go)
 	code, out, errOut := runCLI(t, "", "validate", broken)
-	if code != 0 || !strings.Contains(out, "\noptional:     ListLoadBalancers\n") {
+	if code != 0 || !strings.Contains(out, "\noptional:     ListLoadBalancers, SetLoadBalancerNodes\n") {
 		t.Errorf("validate: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "", "test", "-rate", "0", "-config", config, "-spec", spec, broken)
-	if code != 0 || !strings.Contains(out, "module validates: capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers\n") {
+	if code != 0 || !strings.Contains(out, "module validates: capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers, SetLoadBalancerNodes\n") {
 		t.Errorf("test: exit %d\n%s%s", code, out, errOut)
 	}
 	code, out, errOut = runCLI(t, "", "call", "-trace", "-config", config, broken, "GetLoadBalancerName")
-	if code != 0 || !strings.Contains(errOut, "trace: module capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers\n") {
+	if code != 0 || !strings.Contains(errOut, "trace: module capabilities InstancesV2, Instances, LoadBalancer, Routes, Zones; optional exports ListLoadBalancers, SetLoadBalancerNodes\n") {
 		t.Errorf("call -trace: exit %d\n%s%s", code, out, errOut)
 	}
 	code, _, errOut = runCLI(t, `"kubernetes"`, "call", testprovider(t), "ListLoadBalancers")
-	if code != 1 || !strings.Contains(errOut, "the module does not export wasmccm_list_load_balancers (ListLoadBalancers), which is optional; its optional exports: none") {
+	if code != 1 || !strings.Contains(errOut, "the module does not export wasmccm_list_load_balancers (ListLoadBalancers), which is optional; its optional exports: SetLoadBalancerNodes; could add ListLoadBalancers (for LoadBalancer)") {
 		t.Errorf("call of a missing optional export: exit %d\n%s", code, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
@@ -271,10 +272,65 @@ func sourceRanges(svc *abi.Service) []string {
 // one are looked up by name, and with verify every ID is checked to exist,
 // both through a single list of the instances. Nodes whose instance cannot
 // be found are left out, with a warning: the load balancer can only
-// forward to instances that exist.
+// forward to instances that exist. The result must not be changed: it may
+// be kept for the next call (nodeTargets).
 func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.Node, verify bool) ([]string, error) {
-	ids := make([]string, 0, len(nodes))
-	var byName []*abi.Node
+	fromIDs, byName := p.nodeTargets.of(p, nodes)
+	if len(byName) == 0 && !verify {
+		return fromIDs, nil
+	}
+	ids := slices.Clone(fromIDs)
+	all, err := p.listInstances(ctx, "listing instances for the load balancer of Service "+serviceName(svc))
+	if err != nil {
+		return nil, err
+	}
+	names := make(map[string]string, len(all))
+	exists := make(map[string]bool, len(all))
+	for _, in := range all {
+		names[in.Name] = in.ID
+		exists[in.ID] = true
+	}
+	if verify {
+		kept := ids[:0]
+		for _, id := range ids {
+			if exists[id] {
+				kept = append(kept, id)
+			} else {
+				p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out instance "+id+", which no longer exists")
+			}
+		}
+		ids = kept
+	}
+	for _, n := range byName {
+		if id, ok := names[n.Name]; ok {
+			ids = append(ids, id)
+		} else {
+			p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out node "+quote(n.Name)+", which has no provider ID and no instance of that name")
+		}
+	}
+	return sortedUnique(ids), nil
+}
+
+// nodeTargets is what targets reads of a Node list without a request: the
+// instance IDs of its simcloud provider IDs, sorted and without
+// duplicates, and the Nodes without a provider ID. It is kept for as long
+// as the calls pass the same list (abi.SameNodes), so that a cluster's
+// Nodes are read once per change rather than once per load balancer.
+type nodeTargets struct {
+	mu     sync.Mutex
+	nodes  []abi.Node
+	ids    []string
+	byName []*abi.Node
+	valid  bool
+}
+
+func (t *nodeTargets) of(p *Provider, nodes []abi.Node) (ids []string, byName []*abi.Node) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.valid && abi.SameNodes(t.nodes, nodes) {
+		return t.ids, t.byName
+	}
+	ids = make([]string, 0, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
 		if n.ProviderID == "" {
@@ -283,42 +339,14 @@ func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.No
 		}
 		id, err := ParseProviderID(n.ProviderID)
 		if err != nil {
-			p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out node "+quote(n.Name)+": "+err.Error())
+			p.logf(abi.LogWarning, "load balancers: leaving out node "+quote(n.Name)+": "+err.Error())
 			continue
 		}
 		ids = append(ids, id)
 	}
-	if len(byName) > 0 || (verify && len(ids) > 0) {
-		all, err := p.listInstances(ctx, "listing instances for the load balancer of Service "+serviceName(svc))
-		if err != nil {
-			return nil, err
-		}
-		names := make(map[string]string, len(all))
-		exists := make(map[string]bool, len(all))
-		for _, in := range all {
-			names[in.Name] = in.ID
-			exists[in.ID] = true
-		}
-		if verify {
-			kept := ids[:0]
-			for _, id := range ids {
-				if exists[id] {
-					kept = append(kept, id)
-				} else {
-					p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out instance "+id+", which no longer exists")
-				}
-			}
-			ids = kept
-		}
-		for _, n := range byName {
-			if id, ok := names[n.Name]; ok {
-				ids = append(ids, id)
-			} else {
-				p.logf(abi.LogWarning, "load balancer of Service "+serviceName(svc)+": leaving out node "+quote(n.Name)+", which has no provider ID and no instance of that name")
-			}
-		}
-	}
-	return sortedUnique(ids), nil
+	ids = sortedUnique(ids)
+	t.nodes, t.ids, t.byName, t.valid = nodes, ids, byName, true
+	return ids, byName
 }
 
 // sortedUnique sorts ids and drops duplicates, as slices.Sort and

@@ -62,6 +62,9 @@ type Provider struct {
 	// how old it may be.
 	instances      cache.Snapshot
 	instanceMaxAge time.Duration
+	// nodeTargets is what the last load balancer call's Node list maps
+	// to (loadbalancer.go).
+	nodeTargets nodeTargets
 }
 
 var (

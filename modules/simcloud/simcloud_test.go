@@ -763,6 +763,47 @@ func TestEnsureLoadBalancerRejectsUnsupportedServices(t *testing.T) {
 
 // TestLoadBalancerTerminatedTarget: a Node whose instance is gone but which
 // Kubernetes has not deleted yet must not block its load balancers.
+// TestLoadBalancerTargetsPerList: the targets read from a Node list are
+// read once for as long as the calls pass the same list (a foreign
+// provider ID is reported once, not per load balancer), each load
+// balancer gets them, a new list is read again, and an instance gone
+// since is still left out of the same list's next load balancer.
+func TestLoadBalancerTargetsPerList(t *testing.T) {
+	e := newEnv(t, "")
+	const uid2, uid3 = "4b0d3f2c-8e95-4d1f-0b2c-3d4e5f6a7b8c", "5c1e4a3d-9fa6-4e2a-1c3d-4e5f6a7b8c9d"
+	list := append(nodes("id:i-a", "id:i-c"), abi.Node{Name: "foreign", ProviderID: "kind://docker/x"})
+	targets := func(uid string) []string {
+		lb, _ := e.cloud.LoadBalancer(e.p.GetLoadBalancerName(ctx, testCluster, service(uid)))
+		return lb.Targets
+	}
+	for _, uid := range []string{uid1, uid2} {
+		if _, err := e.p.EnsureLoadBalancer(ctx, testCluster, service(uid), list); err != nil {
+			t.Fatal(err)
+		}
+		if got := targets(uid); !slices.Equal(got, []string{"i-a", "i-c"}) {
+			t.Fatalf("targets of %s = %v, want [i-a i-c]", uid, got)
+		}
+	}
+	if n := strings.Count(e.logs.String(), `leaving out node "foreign"`); n != 1 {
+		t.Fatalf("the foreign Node reported %d times over two load balancers of one list, want once:\n%s", n, e.logs)
+	}
+	if err := e.p.UpdateLoadBalancer(ctx, testCluster, service(uid1), slices.Clone(list)); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(e.logs.String(), `leaving out node "foreign"`); n != 2 {
+		t.Fatalf("the foreign Node reported %d times after a new list, want twice", n)
+	}
+	if err := e.cloud.DeleteInstance("i-c"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.EnsureLoadBalancer(ctx, testCluster, service(uid3), list); err != nil {
+		t.Fatal(err)
+	}
+	if got := targets(uid3); !slices.Equal(got, []string{"i-a"}) {
+		t.Fatalf("targets after i-c was terminated = %v, want [i-a]", got)
+	}
+}
+
 func TestLoadBalancerTerminatedTarget(t *testing.T) {
 	e := newEnv(t, "")
 	svc := service(uid1)

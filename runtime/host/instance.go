@@ -48,6 +48,12 @@ type instance struct {
 	// claims are the shared state keys this instance's call claimed,
 	// released when the call ends.
 	claims sharedstate.Holder
+
+	// nodes is the Node list last sent through
+	// abi.ExportSetLoadBalancerNodes, which the module answers load
+	// balancer calls with; sentNodes is set once one was.
+	nodes     []abi.Node
+	sentNodes bool
 }
 
 func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
@@ -103,6 +109,32 @@ func (i *instance) abiVersion(ctx context.Context) (int32, error) {
 		return 0, err
 	}
 	return int32(uint32(i.stack[0])), nil
+}
+
+// withNodesSent returns the request to send inst for export. When the
+// module takes load balancer Node lists on their own
+// (abi.ExportSetLoadBalancerNodes), the list of a call that lists Nodes
+// is sent first, unless it is the one inst was sent last, and the request
+// goes without it. A list is known by its identity: the provider adapter
+// passes the same slice for as long as the cluster's Nodes stay the same,
+// and never changes one it passed.
+func (m *Module) withNodesSent(ctx context.Context, inst *instance, export string, in abi.Message) (abi.Message, error) {
+	req, ok := in.(*abi.LoadBalancerRequest)
+	if !ok || !abi.NodesListed(export) || inst.methods[abi.ExportSetLoadBalancerNodes] == nil {
+		return in, nil
+	}
+	if !inst.sentNodes || !abi.SameNodes(inst.nodes, req.Nodes) {
+		inst.nodes, inst.sentNodes = nil, false
+		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
+		callsTotal.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes, outcomeLabel(err)).Inc()
+		if err != nil {
+			return nil, err
+		}
+		inst.nodes, inst.sentNodes = req.Nodes, true
+	}
+	slim := *req
+	slim.Nodes = nil
+	return &slim, nil
 }
 
 // callInstance performs one method call on inst: input into the guest's

@@ -493,7 +493,9 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	if err != nil {
 		err = &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
 	} else {
-		err = m.callInstance(ctx, inst, export, in, out)
+		if in, err = m.withNodesSent(ctx, inst, export, in); err == nil {
+			err = m.callInstance(ctx, inst, export, in, out)
+		}
 		// Read before the instance goes back to the pool, where another
 		// call may take it.
 		shadowRefused := inst.shadowRefused

@@ -102,6 +102,7 @@ type Cloud struct {
 	// control is the verdict of the last control probe (runtime/deletion).
 	control deletion.ControlProbe
 	nodes   atomic.Pointer[nodeCache]
+	lbNodes lbNodeList
 }
 
 var (

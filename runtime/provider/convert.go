@@ -24,18 +24,6 @@ func toNode(n *v1.Node) abi.Node {
 	}
 }
 
-// toLBNodes converts the Nodes of a load balancer call. Only what a load
-// balancer targets is sent: the list holds every Node of the cluster, and
-// labels and annotations made it the bulk of each call's cost at scale
-// (BENCHMARKS.md).
-func toLBNodes(nodes []*v1.Node) []abi.Node {
-	out := make([]abi.Node, len(nodes))
-	for i, n := range nodes {
-		out[i] = abi.Node{Name: n.Name, UID: string(n.UID), ProviderID: n.Spec.ProviderID, Addresses: toAddresses(n.Status.Addresses)}
-	}
-	return out
-}
-
 func toAddresses(in []v1.NodeAddress) []abi.NodeAddress {
 	if len(in) == 0 {
 		return nil

@@ -14,8 +14,14 @@ import (
 // service controller.
 type loadBalancer struct{ *Cloud }
 
+// request is the request of a load balancer call; nodes is nil for the
+// calls that take none.
 func (l loadBalancer) request(clusterName string, svc *v1.Service, nodes []*v1.Node) *abi.LoadBalancerRequest {
-	return &abi.LoadBalancerRequest{ClusterName: clusterName, Service: toService(svc), Nodes: toLBNodes(nodes)}
+	req := &abi.LoadBalancerRequest{ClusterName: clusterName, Service: toService(svc)}
+	if nodes != nil {
+		req.Nodes = l.lbNodes.get(nodes)
+	}
+	return req
 }
 
 func (l loadBalancer) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {

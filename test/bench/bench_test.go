@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -121,36 +122,46 @@ func BenchmarkLoadBalancerNodes(b *testing.B) {
 // Services phase calls it: a new Service over 1,000 Nodes, so a GET that
 // finds nothing and a POST with 1,000 targets whose answer lists them all.
 // The Nodes carry what the CCM sends a load balancer call (name, UID,
-// provider ID, addresses; see runtime/provider's toLBNodes), in the
+// provider ID, addresses; see runtime/provider's lbNodeList), in the
 // unsorted order of the informer's cache. The load balancer is deleted in
 // the cloud after each call, so that every call creates it. cpu-ns/op is
 // the process's CPU time per call, the measure of the scale test, which a
 // loaded machine disturbs less than the elapsed time.
+//
+// list=same passes the same Node list to every call, as the CCM does while
+// the cluster's Nodes stay the same: a module is sent it once
+// (abi.ExportSetLoadBalancerNodes) and the provider reads it once.
+// list=new passes a copy each time, as after every change to the Nodes.
 func BenchmarkLoadBalancerCreate(b *testing.B) {
 	ctx := context.Background()
 	const n = 1000
-	for _, v := range variants {
-		b.Run(fmt.Sprintf("nodes=%d/%s", n, v.name), func(b *testing.B) {
-			e := newCloudEnvN(b, simcloud.Global{}, n)
-			t := newCachedTarget(b, e, v, 0)
-			req := lbRequestN(n)
-			for i := range req.Nodes {
-				nd := &req.Nodes[i]
-				nd.Labels, nd.Annotations, nd.PodCIDRs = nil, nil, nil
-			}
-			rand.New(rand.NewPCG(1, 2)).Shuffle(len(req.Nodes), func(i, j int) {
-				req.Nodes[i], req.Nodes[j] = req.Nodes[j], req.Nodes[i]
-			})
-			name := ("a" + strings.ReplaceAll(req.Service.UID, "-", ""))[:32]
-			cpuBefore := processCPU(b)
-			measure(b, func() error {
-				if err := t.ensureLoadBalancer(ctx, req); err != nil {
-					return err
+	for _, list := range []string{"same", "new"} {
+		for _, v := range variants {
+			b.Run(fmt.Sprintf("nodes=%d/list=%s/%s", n, list, v.name), func(b *testing.B) {
+				e := newCloudEnvN(b, simcloud.Global{}, n)
+				t := newCachedTarget(b, e, v, 0)
+				req := lbRequestN(n)
+				for i := range req.Nodes {
+					nd := &req.Nodes[i]
+					nd.Labels, nd.Annotations, nd.PodCIDRs = nil, nil, nil
 				}
-				return e.cloud.DeleteLoadBalancer(name)
+				rand.New(rand.NewPCG(1, 2)).Shuffle(len(req.Nodes), func(i, j int) {
+					req.Nodes[i], req.Nodes[j] = req.Nodes[j], req.Nodes[i]
+				})
+				name := ("a" + strings.ReplaceAll(req.Service.UID, "-", ""))[:32]
+				cpuBefore := processCPU(b)
+				measure(b, func() error {
+					if list == "new" {
+						req.Nodes = slices.Clone(req.Nodes)
+					}
+					if err := t.ensureLoadBalancer(ctx, req); err != nil {
+						return err
+					}
+					return e.cloud.DeleteLoadBalancer(name)
+				})
+				b.ReportMetric(float64(processCPU(b)-cpuBefore)/float64(b.N), "cpu-ns/op")
 			})
-			b.ReportMetric(float64(processCPU(b)-cpuBefore)/float64(b.N), "cpu-ns/op")
-		})
+		}
 	}
 }
 

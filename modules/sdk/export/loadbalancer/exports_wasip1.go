@@ -28,3 +28,8 @@ func exportUpdateLoadBalancer(ptr, size uint32) uint64 {
 func exportEnsureLoadBalancerDeleted(ptr, size uint32) uint64 {
 	return guest.Export(ptr, size, ensureLoadBalancerDeleted)
 }
+
+//go:wasmexport wasmccm_set_load_balancer_nodes
+func exportSetLoadBalancerNodes(ptr, size uint32) uint64 {
+	return guest.Export(ptr, size, setLoadBalancerNodes)
+}

@@ -1,0 +1,78 @@
+package host
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"k8s.io/component-base/metrics/testutil"
+
+	"github.com/wasmccm/wasmccm/abi"
+)
+
+// TestNodeListSentOnce: a module with abi.ExportSetLoadBalancerNodes is
+// sent a load balancer call's Node list once, for as long as the calls
+// pass the same list, and answers the calls sent without it with that
+// list; a new list, even an equal one, is sent again, an empty one too,
+// and so is the list to an instance that replaced a failed one. The test
+// provider answers EnsureLoadBalancer with 192.0.2.N for N Nodes, and
+// UpdateLoadBalancer with an error when it has none.
+func TestNodeListSentOnce(t *testing.T) {
+	ctx := context.Background()
+	svc := abi.Service{Namespace: "default", Name: "web"}
+	nodes := func(names ...string) []abi.Node {
+		var list []abi.Node
+		for _, n := range names {
+			list = append(list, abi.Node{Name: n, ProviderID: "test://" + n})
+		}
+		return list
+	}
+	for _, tc := range toolchains(t) {
+		t.Run(string(tc), func(t *testing.T) {
+			f := newFixture(t, tc, func(c *Config) { c.PoolSize = 1 }) // one instance holds the list
+			if !slices.Contains(f.mod.Info().Optional, abi.ExportSetLoadBalancerNodes) {
+				t.Fatalf("optional exports %v: the SDK's load balancer package must export %s", f.mod.Info().Optional, abi.ExportSetLoadBalancerNodes)
+			}
+			sent := func() float64 {
+				n, _ := testutil.GetCounterMetricValue(callsTotal.WithLabelValues(f.mod.Name(), abi.ExportSetLoadBalancerNodes, "ok"))
+				return n
+			}
+			two, three := nodes("a", "b"), nodes("a", "b", "c")
+			ensure := func(list []abi.Node, wantIP string, wantSent float64) {
+				t.Helper()
+				before := sent()
+				var status abi.LoadBalancerStatus
+				if err := f.mod.Call(ctx, abi.ExportEnsureLoadBalancer, &abi.LoadBalancerRequest{Service: svc, Nodes: list}, &status); err != nil {
+					t.Fatal(err)
+				}
+				if len(status.Ingress) != 1 || status.Ingress[0].IP != wantIP {
+					t.Fatalf("EnsureLoadBalancer over %d Nodes answered %+v, want %s", len(list), status, wantIP)
+				}
+				if got := sent() - before; got != wantSent {
+					t.Fatalf("EnsureLoadBalancer over %d Nodes sent the list %v times, want %v", len(list), got, wantSent)
+				}
+			}
+			ensure(two, "192.0.2.2", 1)
+			ensure(two, "192.0.2.2", 0)
+			ensure(three, "192.0.2.3", 1)
+			ensure(three, "192.0.2.3", 0)
+			ensure(slices.Clone(three), "192.0.2.3", 1)
+
+			before := sent()
+			err := f.mod.Call(ctx, abi.ExportUpdateLoadBalancer, &abi.LoadBalancerRequest{Service: svc}, nil)
+			if err == nil || sent()-before != 1 {
+				t.Fatalf("UpdateLoadBalancer without Nodes after a list of three: %v, list sent %v times; want the empty list sent and the provider's error", err, sent()-before)
+			}
+			if err := f.mod.Call(ctx, abi.ExportGetLoadBalancer, &abi.LoadBalancerRequest{Service: svc}, &abi.GetLoadBalancerResult{}); err != nil || sent()-before != 1 {
+				t.Fatalf("GetLoadBalancer, which lists no Nodes: %v, list sent %v more times", err, sent()-before-1)
+			}
+
+			ensure(two, "192.0.2.2", 1)
+			if err := f.mod.Call(ctx, abi.ExportInstanceExists, &abi.Node{Name: "trap"}, new(abi.Bool)); err == nil {
+				t.Fatal("a trapping call succeeded")
+			}
+			ensure(two, "192.0.2.2", 1) // the replacement instance holds no list
+			ensure(two, "192.0.2.2", 0)
+		})
+	}
+}
