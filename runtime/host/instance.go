@@ -125,12 +125,14 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 	}
 	if !inst.sentNodes || !abi.SameNodes(inst.nodes, req.Nodes) {
 		inst.nodes, inst.sentNodes = nil, false
+		before := uint64(inst.mem.Size())
 		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
 		callsTotal.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes, outcomeLabel(err)).Inc()
 		if err != nil {
 			return nil, err
 		}
 		inst.nodes, inst.sentNodes = req.Nodes, true
+		inst.recycleAbove = m.cfg.markHolding(inst.recycleAbove, before, uint64(inst.mem.Size()))
 	}
 	slim := *req
 	slim.Nodes = nil

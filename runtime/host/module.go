@@ -554,6 +554,21 @@ func (c Config) recycleMark(initBytes uint64) uint64 {
 	return min(max(recycleGrowthFactor*initBytes, recycleFloorBytes), uint64(c.MemoryLimitPages)*wasmPageSize/4)
 }
 
+// markHolding is the high-water mark of an instance whose mark was mark
+// once it was sent what it is to keep (a Node list), which took its
+// memory from before to after bytes. That is not garbage, so the mark
+// moves up by it, and to twice after, because a heap that grows by
+// doubling (TinyGo's) takes its next growth past any mark below that:
+// without it, an instance sent a list as large as its headroom would be
+// replaced after every call, and sent the list again. Either stops at the
+// derived mark's cap; a configured mark stays.
+func (c Config) markHolding(mark, before, after uint64) uint64 {
+	if c.RecycleAbovePages != 0 {
+		return mark
+	}
+	return max(mark, min(max(mark+after-before, 2*after), uint64(c.MemoryLimitPages)*wasmPageSize/4))
+}
+
 // recycle closes an instance whose memory grew past the high-water mark and
 // makes its successor, keeping the instance's slot meanwhile: the call that
 // grew it has already returned, the pool never holds more instances than
