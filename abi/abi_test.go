@@ -51,6 +51,7 @@ func TestRoundTrip(t *testing.T) {
 		{"InstanceMetadata", &InstanceMetadata{ProviderID: "p", InstanceType: "t", Zone: "z", Region: "r",
 			NodeAddresses: addrs, AdditionalLabels: map[string]string{"k": "v"}}, &InstanceMetadata{}},
 		{"LoadBalancerRequest", &LoadBalancerRequest{ClusterName: "c", Service: svc, Nodes: []Node{node, node}}, &LoadBalancerRequest{}},
+		{"LoadBalancerNodes", &LoadBalancerNodes{Nodes: []Node{node, node}}, &LoadBalancerNodes{}},
 		{"GetLoadBalancerResult", &GetLoadBalancerResult{Status: svc.Status, Exists: true}, &GetLoadBalancerResult{}},
 		{"RouteRequest", &RouteRequest{ClusterName: "c", NameHint: "uid", Route: routes[0]}, &RouteRequest{}},
 		{"Routes", &routes, &Routes{}},
@@ -213,5 +214,28 @@ func TestUnmarshalShared(t *testing.T) {
 	}
 	if !reflect.DeepEqual(&shared, &copied) || !reflect.DeepEqual(&shared, in) {
 		t.Fatalf("UnmarshalShared gave %+v, want %+v", shared, in)
+	}
+}
+
+// TestSameNodes: one Node list is the same slice of the same array; an
+// equal copy, a shorter slice of the array and a list of other Nodes are
+// not, and lists without Nodes are all one.
+func TestSameNodes(t *testing.T) {
+	list := []Node{{Name: "a"}, {Name: "b"}}
+	for _, c := range []struct {
+		name string
+		a, b []Node
+		same bool
+	}{
+		{"the same slice", list, list, true},
+		{"an equal copy", list, []Node{{Name: "a"}, {Name: "b"}}, false},
+		{"a shorter slice of the array", list, list[:1], false},
+		{"a later slice of the array", list[1:], list[:1], false},
+		{"nil and empty", nil, []Node{}, true},
+		{"nil and a list", nil, list, false},
+	} {
+		if got := SameNodes(c.a, c.b); got != c.same {
+			t.Errorf("%s: SameNodes = %v, want %v", c.name, got, c.same)
+		}
 	}
 }

@@ -101,10 +101,11 @@ type Instances interface {
 
 // LoadBalancer mirrors cloudprovider.LoadBalancer. The Service and Nodes are
 // read-only, and the Nodes carry only Name, UID, ProviderID and Addresses:
-// the list holds every Node of the cluster (abi/README.md §4). Until the
-// cluster's Nodes change, EnsureLoadBalancer and UpdateLoadBalancer get
-// the same list, as the same slice (abi.SameNodes), so a provider may keep
-// what it derives from it.
+// the list holds every Node of the cluster (abi/README.md §4). On a host
+// of ABI revision 6 or later, until the cluster's Nodes change,
+// EnsureLoadBalancer and UpdateLoadBalancer get the same list, as the
+// same slice (abi.SameNodes), so a provider may keep what it derives from
+// it.
 type LoadBalancer interface {
 	GetLoadBalancer(ctx context.Context, clusterName string, service *abi.Service) (status *abi.LoadBalancerStatus, exists bool, err error)
 	GetLoadBalancerName(ctx context.Context, clusterName string, service *abi.Service) string

@@ -311,8 +311,8 @@ func (p *Provider) targets(ctx context.Context, svc *abi.Service, nodes []abi.No
 	return sortedUnique(ids), nil
 }
 
-// nodeTargets is what targets reads of a Node list without a request: the
-// instance IDs of its simcloud provider IDs, sorted and without
+// nodeTargets is what targets reads of a Node list without asking the
+// cloud: the instance IDs of its simcloud provider IDs, sorted and without
 // duplicates, and the Nodes without a provider ID. It is kept for as long
 // as the calls pass the same list (abi.SameNodes), so that a cluster's
 // Nodes are read once per change rather than once per load balancer.

@@ -761,8 +761,6 @@ func TestEnsureLoadBalancerRejectsUnsupportedServices(t *testing.T) {
 	}
 }
 
-// TestLoadBalancerTerminatedTarget: a Node whose instance is gone but which
-// Kubernetes has not deleted yet must not block its load balancers.
 // TestLoadBalancerTargetsPerList: the targets read from a Node list are
 // read once for as long as the calls pass the same list (a foreign
 // provider ID is reported once, not per load balancer), each load
@@ -804,6 +802,8 @@ func TestLoadBalancerTargetsPerList(t *testing.T) {
 	}
 }
 
+// TestLoadBalancerTerminatedTarget: a Node whose instance is gone but which
+// Kubernetes has not deleted yet must not block its load balancers.
 func TestLoadBalancerTerminatedTarget(t *testing.T) {
 	e := newEnv(t, "")
 	svc := service(uid1)

@@ -39,10 +39,12 @@ type Config struct {
 	// MemoryLimitPages - RecycleAbovePages.
 	//
 	// Zero, the default, sets each instance's mark from what it holds
-	// after init (see recycleMark): a module with a collector settles at a
-	// few times that and is left alone, one without is replaced every few
-	// calls, which costs it a fresh instance (0.38 ms with TinyGo's
-	// simcloud, BENCHMARKS.md) instead of memory the host never gets back.
+	// after init (see recycleMark), and from the load balancer Node list
+	// it holds once sent one (recycleMarkHolding): a module with a
+	// collector settles at a few times that and is left alone, one without
+	// is replaced every few calls, which costs it a fresh instance (0.38 ms
+	// with TinyGo's simcloud, BENCHMARKS.md) instead of memory the host
+	// never gets back.
 	RecycleAbovePages uint32
 
 	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;

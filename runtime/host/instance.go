@@ -33,8 +33,9 @@ type instance struct {
 	setDeadline api.Function
 
 	// recycleAbove is the memory size, in bytes, past which the instance
-	// is replaced after its call; set once init has run.
-	recycleAbove uint64
+	// is replaced after its call; set once init has run, from readyBytes,
+	// its memory then, and again when it is sent a Node list.
+	recycleAbove, readyBytes uint64
 
 	// pending is the result a host function announced and take_result
 	// will copy out; violation is set when a host function aborts the call.
@@ -119,20 +120,27 @@ func (i *instance) abiVersion(ctx context.Context) (int32, error) {
 // passes the same slice for as long as the cluster's Nodes stay the same,
 // and never changes one it passed.
 func (m *Module) withNodesSent(ctx context.Context, inst *instance, export string, in abi.Message) (abi.Message, error) {
+	if export == abi.ExportSetLoadBalancerNodes {
+		// A caller sending a list itself (wasmccm call): which list the
+		// instance holds is no longer known.
+		inst.nodes, inst.sentNodes = nil, false
+		return in, nil
+	}
 	req, ok := in.(*abi.LoadBalancerRequest)
 	if !ok || !abi.NodesListed(export) || inst.methods[abi.ExportSetLoadBalancerNodes] == nil {
 		return in, nil
 	}
 	if !inst.sentNodes || !abi.SameNodes(inst.nodes, req.Nodes) {
 		inst.nodes, inst.sentNodes = nil, false
-		before := uint64(inst.mem.Size())
+		before, start := uint64(inst.mem.Size()), time.Now()
 		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
+		callDuration.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes).Observe(time.Since(start).Seconds())
 		callsTotal.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes, outcomeLabel(err)).Inc()
 		if err != nil {
 			return nil, err
 		}
 		inst.nodes, inst.sentNodes = req.Nodes, true
-		inst.recycleAbove = m.cfg.markHolding(inst.recycleAbove, before, uint64(inst.mem.Size()))
+		inst.recycleAbove = m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before)
 	}
 	slim := *req
 	slim.Nodes = nil

@@ -219,32 +219,28 @@ func BenchmarkGuestMemory(b *testing.B) {
 func TestRecycleMark(t *testing.T) {
 	const MiB = 1 << 20
 	for _, tc := range []struct {
-		name           string
-		limit, recycle uint32 // pages
-		initBytes      uint64
-		// held is the memory before and after the instance was sent a
-		// Node list; zero when it was sent none.
-		held [2]uint64
-		want uint64
+		name                  string
+		limit, recycle        uint32 // pages
+		initBytes, held, want uint64 // held: a Node list's memory (recycleMarkHolding)
 	}{
-		{"configured mark wins", 2048, 160, 3 * MiB, [2]uint64{}, 10 * MiB},
-		{"collected heap: eight times its start", 2048, 0, 3648 << 10, [2]uint64{}, 8 * (3648 << 10)},
-		{"small start: the floor", 2048, 0, 128 << 10, [2]uint64{}, recycleFloorBytes},
-		{"large start: a quarter of the cap", 2048, 0, 20 * MiB, [2]uint64{}, 32 * MiB},
-		{"small cap: a quarter of it, under the floor", 128, 0, 128 << 10, [2]uint64{}, 2 * MiB},
-		{"a small Node list moves the mark up by what it took", 2048, 0, 128 << 10, [2]uint64{256 << 10, 1 * MiB}, recycleFloorBytes + 768<<10},
-		{"a large Node list: to twice the memory holding it", 2048, 0, 128 << 10, [2]uint64{256 << 10, 8 * MiB}, 16 * MiB},
-		{"a Node list, up to a quarter of the cap", 2048, 0, 20 * MiB, [2]uint64{20 * MiB, 25 * MiB}, 32 * MiB},
-		{"a Node list, configured mark stays", 2048, 160, 3 * MiB, [2]uint64{3 * MiB, 8 * MiB}, 10 * MiB},
+		{"configured mark wins", 2048, 160, 3 * MiB, 0, 10 * MiB},
+		{"collected heap: eight times its start", 2048, 0, 3648 << 10, 0, 8 * (3648 << 10)},
+		{"small start: the floor", 2048, 0, 128 << 10, 0, recycleFloorBytes},
+		{"large start: a quarter of the cap", 2048, 0, 20 * MiB, 0, 32 * MiB},
+		{"small cap: a quarter of it, under the floor", 128, 0, 128 << 10, 0, 2 * MiB},
+		{"a small Node list: up by what it took", 2048, 0, 256 << 10, 768 << 10, recycleFloorBytes + 768<<10},
+		{"a large Node list: twice what the instance holds", 2048, 0, 256 << 10, 7936 << 10, 16 * MiB},
+		{"a Node list, up to a quarter of the cap", 2048, 0, 20 * MiB, 5 * MiB, 32 * MiB},
+		{"a Node list, configured mark stays", 2048, 160, 3 * MiB, 5 * MiB, 10 * MiB},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := Config{MemoryLimitPages: tc.limit, RecycleAbovePages: tc.recycle}.withDefaults()
 			got := cfg.recycleMark(tc.initBytes)
-			if tc.held[1] != 0 {
-				got = cfg.markHolding(got, tc.held[0], tc.held[1])
+			if tc.held != 0 {
+				got = cfg.recycleMarkHolding(tc.initBytes, tc.held)
 			}
 			if got != tc.want {
-				t.Errorf("mark of %d bytes after init, Node list %v = %d, want %d", tc.initBytes, tc.held, got, tc.want)
+				t.Errorf("mark of %d bytes after init, %d held = %d, want %d", tc.initBytes, tc.held, got, tc.want)
 			}
 		})
 	}

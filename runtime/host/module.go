@@ -468,7 +468,8 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 		inst.close(ctx)
 		return nil, err
 	}
-	inst.recycleAbove = m.cfg.recycleMark(uint64(inst.mem.Size()))
+	inst.readyBytes = uint64(inst.mem.Size())
+	inst.recycleAbove = m.cfg.recycleMark(inst.readyBytes)
 	klog.V(4).InfoS("module instance ready", "module", m.cfg.Name, "memoryBytes", inst.mem.Size(), "highWaterBytes", inst.recycleAbove)
 	return inst, nil
 }
@@ -476,7 +477,10 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 // Call runs export with input in and decodes the payload into out (nil for
 // exports without one). It returns nil, a *StatusError for a non-OK status
 // the module answered, or a *FailureError when the module gave no answer
-// or, in shadow, when the host withheld it (ErrShadowThrottled).
+// or, in shadow, when the host withheld it (ErrShadowThrottled). The Nodes
+// of a LoadBalancerRequest must not change once passed: the host sends a
+// module a Node list once and knows it again by its identity
+// (abi.ExportSetLoadBalancerNodes).
 func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) error {
 	if !m.methods[export] {
 		return &FailureError{Export: export, Reason: ReasonUnavailable, Err: ErrUnsupported}
@@ -551,22 +555,28 @@ func (c Config) recycleMark(initBytes uint64) uint64 {
 	if c.RecycleAbovePages != 0 {
 		return uint64(c.RecycleAbovePages) * wasmPageSize
 	}
-	return min(max(recycleGrowthFactor*initBytes, recycleFloorBytes), uint64(c.MemoryLimitPages)*wasmPageSize/4)
+	return min(max(recycleGrowthFactor*initBytes, recycleFloorBytes), c.recycleCap())
 }
 
-// markHolding is the high-water mark of an instance whose mark was mark
-// once it was sent what it is to keep (a Node list), which took its
-// memory from before to after bytes. That is not garbage, so the mark
-// moves up by it, and to twice after, because a heap that grows by
+// recycleCap bounds a derived high-water mark: a quarter of the cap.
+func (c Config) recycleCap() uint64 { return uint64(c.MemoryLimitPages) * wasmPageSize / 4 }
+
+// recycleMarkHolding is recycleMark for an instance that holds, besides
+// the initBytes init left, held bytes it took to keep what it was sent to
+// keep (a Node list). That is not garbage, so the mark moves up by it, and
+// to twice what the instance then holds, because a heap that grows by
 // doubling (TinyGo's) takes its next growth past any mark below that:
 // without it, an instance sent a list as large as its headroom would be
-// replaced after every call, and sent the list again. Either stops at the
-// derived mark's cap; a configured mark stays.
-func (c Config) markHolding(mark, before, after uint64) uint64 {
+// replaced after every call, and sent the list again. It is derived from
+// init, not from the last mark, so that a list replaced by another does
+// not raise it twice. It stops at the derived mark's cap; a configured
+// mark stays.
+func (c Config) recycleMarkHolding(initBytes, held uint64) uint64 {
+	mark := c.recycleMark(initBytes)
 	if c.RecycleAbovePages != 0 {
 		return mark
 	}
-	return max(mark, min(max(mark+after-before, 2*after), uint64(c.MemoryLimitPages)*wasmPageSize/4))
+	return max(mark, min(max(mark+held, 2*(initBytes+held)), c.recycleCap()))
 }
 
 // recycle closes an instance whose memory grew past the high-water mark and

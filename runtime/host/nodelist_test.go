@@ -73,6 +73,18 @@ func TestNodeListSentOnce(t *testing.T) {
 			}
 			ensure(two, "192.0.2.2", 1) // the replacement instance holds no list
 			ensure(two, "192.0.2.2", 0)
+
+			// A list sent by a caller of the export itself.
+			if err := f.mod.Call(ctx, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: three}, nil); err != nil {
+				t.Fatal(err)
+			}
+			ensure(two, "192.0.2.2", 1)
+
+			// An instance recycled after every call: each successor is sent the list.
+			recycled := newFixture(t, tc, func(c *Config) { c.PoolSize, c.RecycleAbovePages = 1, 1 })
+			f.mod = recycled.mod
+			ensure(two, "192.0.2.2", 1)
+			ensure(two, "192.0.2.2", 1)
 		})
 	}
 }

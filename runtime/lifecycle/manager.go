@@ -185,14 +185,14 @@ func (m *Manager) startServing(b Backend, file modulefile.File, reason decision.
 
 // serve notes file as the module in service.
 func (m *Manager) serve(file modulefile.File) {
-	m.served, m.servedSince = compiled(file), time.Now()
+	m.served, m.servedSince = withoutWasm(file), time.Now()
 }
 
-// compiled is file once its module is compiled: the decompressed module
+// withoutWasm is file once its module is compiled: the decompressed module
 // is not read again (the last-known-good record keeps the file as
 // stored), and a Manager would otherwise hold it for as long as the
 // module serves.
-func compiled(file modulefile.File) modulefile.File {
+func withoutWasm(file modulefile.File) modulefile.File {
 	file.Wasm = nil
 	return file
 }

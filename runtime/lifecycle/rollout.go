@@ -147,7 +147,7 @@ func (m *Manager) startRollout(mod Backend, file modulefile.File) {
 	}
 	digest := file.Digest
 	r := &rollout{
-		module: m.opts.Name, phase: decision.Shadow, started: time.Now(), file: compiled(file), other: mod,
+		module: m.opts.Name, phase: decision.Shadow, started: time.Now(), file: withoutWasm(file), other: mod,
 		sem: make(chan struct{}, cfg.Concurrency),
 	}
 	m.rollout.Store(r)
@@ -255,7 +255,7 @@ func (m *Manager) promote(mod Backend, file modulefile.File, summary string) {
 		closeLater(previous, "the replaced module")
 		return
 	}
-	m.rollout.Store(&rollout{phase: next, started: time.Now(), file: file, other: previous, otherFile: previousFile})
+	m.rollout.Store(&rollout{phase: next, started: time.Now(), file: withoutWasm(file), other: previous, otherFile: previousFile})
 }
 
 // judgeProbation rolls back a promoted module that fails too often, or

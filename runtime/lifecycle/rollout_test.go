@@ -97,6 +97,9 @@ func TestRollbackOnTraps(t *testing.T) {
 	if e.m.served.Digest != bad {
 		t.Fatal("with shadowing disabled the new module must be in service at once")
 	}
+	if r := e.m.rollout.Load(); r == nil || r.file.Wasm != nil || e.m.served.Wasm != nil {
+		t.Fatal("in probation, the Manager must keep neither module's decompressed bytes")
+	}
 	marked := e.nodes[0].DeepCopy()
 	marked.Labels = map[string]string{"e2e.wasmccm.io/trap": "true"}
 	for range 4 {

@@ -72,6 +72,8 @@ func toLBNode(n *v1.Node) abi.Node {
 	return abi.Node{Name: n.Name, UID: string(n.UID), ProviderID: n.Spec.ProviderID, Addresses: toAddresses(n.Status.Addresses)}
 }
 
+// sameLBNode reports whether have is what toLBNode makes of n; the two
+// name the same fields.
 func sameLBNode(have *abi.Node, n *v1.Node) bool {
 	if have.UID != string(n.UID) || have.ProviderID != n.Spec.ProviderID || len(have.Addresses) != len(n.Status.Addresses) {
 		return false

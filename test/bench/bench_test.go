@@ -123,8 +123,9 @@ func BenchmarkLoadBalancerNodes(b *testing.B) {
 // Services phase calls it: a new Service over 1,000 Nodes, so a GET that
 // finds nothing and a POST with 1,000 targets whose answer lists them all.
 // The Nodes carry what the CCM sends a load balancer call (name, UID,
-// provider ID, addresses; see runtime/provider's lbNodeList), in the
-// unsorted order of the informer's cache. The load balancer is deleted in
+// provider ID, addresses; see runtime/provider's lbNodeList), shuffled:
+// the CCM sorts them by name, which a cloud's instance IDs need not
+// follow, so the provider sorts its targets itself. The load balancer is deleted in
 // the cloud after each call, so that every call creates it. cpu-ns/op is
 // the process's CPU time per call, the measure of the scale test, which a
 // loaded machine disturbs less than the elapsed time.
