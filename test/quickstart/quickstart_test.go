@@ -119,7 +119,7 @@ func TestQuickStart(t *testing.T) {
 			t.Errorf("the quick start did not make %s: %v", name, err)
 		}
 	}
-	if !bytes.Contains(out, []byte("capabilities: InstancesV2, LoadBalancer\noptional:     none; could add ListLoadBalancers (for LoadBalancer)\ncredentials:  does not import credential: it cannot read a secret\nvalid")) {
+	if !bytes.Contains(out, []byte("capabilities: InstancesV2, LoadBalancer\noptional:     SetLoadBalancerNodes; could add ListLoadBalancers (for LoadBalancer)\ncredentials:  does not import credential: it cannot read a secret\nvalid")) {
 		t.Errorf("validate did not pass both builds:\n%s", out)
 	}
 	report, _ := os.ReadFile(filepath.Join(dir, "report.txt"))

@@ -272,6 +272,10 @@ func testAccessReview(ctx context.Context, t *testing.T, admin kubernetes.Interf
 		core, coord, events = "", "coordination.k8s.io", "events.k8s.io"
 		ns, sys             = "team-a", systemNamespace
 	)
+	// The RBAC objects were just created: the authorizer may not have
+	// them yet (a run found the ClusterRole missing on the first case).
+	waitAllowed(ctx, t, admin, access{"list", core, "nodes", "", "", ""})
+	waitAllowed(ctx, t, admin, access{"get", coord, "leases", "", sys, leaseName})
 	checkAccess(ctx, t, admin, []accessCase{
 		// Allowed: what the controllers do.
 		{access{"list", core, "nodes", "", "", ""}, true, "Node informer (all controllers)"},
