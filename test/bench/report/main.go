@@ -317,7 +317,7 @@ func guest(r *results) *table {
 
 // others lists the benchmarks no table covers.
 func others(r *results) *table {
-	t := &table{title: "Other benchmarks", header: []string{"benchmark", "ns/op", "p50", "p99", "allocs/op"}}
+	t := &table{title: "Other benchmarks", header: []string{"benchmark", "ns/op", "p50", "p99", "CPU/op", "allocs/op"}}
 	for _, name := range r.order {
 		known := false
 		for _, prefix := range []string{"BenchmarkCall/", "BenchmarkABI/", "BenchmarkLoad/", "BenchmarkStartup/",
@@ -326,7 +326,7 @@ func others(r *results) *table {
 		}
 		if !known {
 			t.rows = append(t.rows, []string{name, dur(r.get(name, "ns/op")), dur(r.get(name, "p50-ns")),
-				dur(r.get(name, "p99-ns")), num(r.get(name, "allocs/op"))})
+				dur(r.get(name, "p99-ns")), dur(r.get(name, "cpu-ns/op")), num(r.get(name, "allocs/op"))})
 		}
 	}
 	return t
