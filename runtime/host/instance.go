@@ -134,8 +134,7 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 		inst.nodes, inst.sentNodes = nil, false
 		before, start := uint64(inst.mem.Size()), time.Now()
 		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
-		callDuration.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes).Observe(time.Since(start).Seconds())
-		callsTotal.WithLabelValues(m.cfg.Name, abi.ExportSetLoadBalancerNodes, outcomeLabel(err)).Inc()
+		m.observe(abi.ExportSetLoadBalancerNodes, start, err)
 		if err != nil {
 			return nil, err
 		}

@@ -517,9 +517,14 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 			err = withheld(export)
 		}
 	}
+	m.observe(export, start, err)
+	return err
+}
+
+// observe records an export call that began at start and ended with err.
+func (m *Module) observe(export string, start time.Time, err error) {
 	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
 	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()
-	return err
 }
 
 func (m *Module) replace(inst *instance, failure *FailureError) {
