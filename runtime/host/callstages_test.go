@@ -108,7 +108,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 	})
 	stage("pool", func(b *testing.B) {
 		for b.Loop() {
-			inst, err := m.pool.acquire(ctx)
+			inst, err := m.pool.acquire(ctx, nodeListAffinity{})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -185,7 +185,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 func onInstance(b *testing.B, m *Module, fn func(ctx context.Context, inst *instance)) {
 	ctx, cancel := m.guestContext(context.Background())
 	defer cancel()
-	inst, err := m.pool.acquire(ctx)
+	inst, err := m.pool.acquire(ctx, nodeListAffinity{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func onInstance(b *testing.B, m *Module, fn func(ctx context.Context, inst *inst
 func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 	ctx, cancel := m.guestContext(context.Background())
 	defer cancel()
-	inst, err := m.pool.acquire(ctx)
+	inst, err := m.pool.acquire(ctx, nodeListAffinity{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 		inst.mem.Write(ptr, input)
 	}
 	prepare()
-	fn := inst.methods[export]
+	fn := inst.method(export)
 	for b.Loop() {
 		callCtx := context.WithValue(ctx, instanceKey{}, inst)
 		inst.hasPending, inst.pending = false, nil
@@ -231,7 +231,7 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 				b.Fatal(err)
 			}
 			prepare()
-			fn = inst.methods[export]
+			fn = inst.method(export)
 			b.StartTimer()
 		}
 	}

@@ -19,7 +19,9 @@ type Config struct {
 	ProviderConfig []byte
 
 	// PoolSize is the number of instances, hence of concurrent calls.
-	// Default 4.
+	// Default 4. Instances are made as calls need them, and a call takes
+	// an idle one: the one holding its load balancer Node list, or for
+	// other calls one holding none, so that few instances keep a list.
 	PoolSize int
 	// CallTimeout bounds every export call, host functions and WASI
 	// sleeps included, and the making of each instance (start functions,

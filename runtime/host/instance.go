@@ -23,6 +23,9 @@ type instance struct {
 	mem     api.Memory
 	alloc   api.Function
 	version api.Function
+	// methods are the exports called so far, looked up on first use:
+	// each lookup makes a call engine with its own stack, which most of a
+	// module's exports would never use in a given instance.
 	methods map[string]api.Function
 	sleep   *sleeper
 	stack   [2]uint64
@@ -65,14 +68,21 @@ func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
 		mem:         mod.Memory(),
 		alloc:       mod.ExportedFunction(abi.ExportAlloc),
 		version:     mod.ExportedFunction(abi.ExportABIVersion),
-		methods:     make(map[string]api.Function, len(m.methods)),
+		methods:     map[string]api.Function{},
 		setDeadline: mod.ExportedFunction(abi.ExportSetDeadline),
-	}
-	for name := range m.methods {
-		inst.methods[name] = mod.ExportedFunction(name)
 	}
 	liveInstances.add(inst)
 	return inst
+}
+
+// method is the export name, which the module has (Module.methods).
+func (i *instance) method(name string) api.Function {
+	fn, ok := i.methods[name]
+	if !ok {
+		fn = i.mod.ExportedFunction(name)
+		i.methods[name] = fn
+	}
+	return fn
 }
 
 func (i *instance) close(ctx context.Context) {
@@ -112,6 +122,43 @@ func (i *instance) abiVersion(ctx context.Context) (int32, error) {
 	return int32(uint32(i.stack[0])), nil
 }
 
+// nodeListAffinity is which idle instance a call prefers, so that as few
+// instances as possible hold a Node list: each one holding a list keeps
+// it, and a recycling mark raised by it, between calls
+// (Config.recycleMarkHolding). A call that lists Nodes prefers the
+// instance holding its list, which it need not send, and then one holding
+// another list, which it replaces; every other call prefers an instance
+// holding none. With the service controller's one worker, one instance
+// then holds the list however many the other controllers keep busy.
+type nodeListAffinity struct {
+	listsNodes bool
+	nodes      []abi.Node
+}
+
+// affinity is the nodeListAffinity of a call of export with in.
+func (m *Module) affinity(export string, in abi.Message) nodeListAffinity {
+	if req, ok := in.(*abi.LoadBalancerRequest); ok && abi.NodesListed(export) {
+		return nodeListAffinity{listsNodes: true, nodes: req.Nodes}
+	}
+	return nodeListAffinity{}
+}
+
+func (a nodeListAffinity) rank(inst *instance) int {
+	switch {
+	case !a.listsNodes:
+		if inst.sentNodes {
+			return 0
+		}
+		return 1
+	case !inst.sentNodes:
+		return 0
+	case abi.SameNodes(inst.nodes, a.nodes):
+		return 2
+	default:
+		return 1
+	}
+}
+
 // withNodesSent returns the request to send inst for export. When the
 // module takes load balancer Node lists on their own
 // (abi.ExportSetLoadBalancerNodes), the list of a call that lists Nodes
@@ -127,7 +174,7 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 		return in, nil
 	}
 	req, ok := in.(*abi.LoadBalancerRequest)
-	if !ok || !abi.NodesListed(export) || inst.methods[abi.ExportSetLoadBalancerNodes] == nil {
+	if !ok || !abi.NodesListed(export) || !m.methods[abi.ExportSetLoadBalancerNodes] {
 		return in, nil
 	}
 	if !inst.sentNodes || !abi.SameNodes(inst.nodes, req.Nodes) {
@@ -139,6 +186,10 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 			return nil, err
 		}
 		inst.nodes, inst.sentNodes = req.Nodes, true
+		// The list's encoding is sent once per change: a buffer kept at
+		// its size for the small messages that follow would only hold
+		// memory, in every instance.
+		inst.input = nil
 		inst.recycleAbove = m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before)
 	}
 	slim := *req
@@ -178,7 +229,7 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 		}
 	}
 	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
-	if err := inst.run(ctx, export, inst.methods[export]); err != nil {
+	if err := inst.run(ctx, export, inst.method(export)); err != nil {
 		return err
 	}
 	rptr, rsize := abi.UnpackResult(inst.stack[0])

@@ -488,7 +488,7 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	start := time.Now()
 	ctx, cancel := m.guestContext(ctx)
 	defer cancel()
-	inst, err := m.pool.acquire(ctx)
+	inst, err := m.pool.acquire(ctx, m.affinity(export, in))
 	if errors.Is(err, ErrClosed) {
 		// Not a failed call: the module was replaced, and the caller
 		// retries on its successor.

@@ -80,6 +80,14 @@ func TestNodeListSentOnce(t *testing.T) {
 			}
 			ensure(two, "192.0.2.2", 1)
 
+			// The host keeps no buffer the size of a list it sent.
+			many := nodes(slices.Repeat([]string{"node-with-a-long-name"}, 500)...)
+			ensure(many, "192.0.2."+string(rune('0'+len(many))), 1) // the test provider's address for 500 Nodes
+			listBytes := len(abi.Marshal(nil, &abi.LoadBalancerNodes{Nodes: many}))
+			if held := cap(f.mod.pool.idle[0].input); held >= listBytes {
+				t.Fatalf("after a list of %d bytes, the instance's input buffer holds %d", listBytes, held)
+			}
+
 			// An instance recycled after every call: each successor is sent the list.
 			recycled := newFixture(t, tc, func(c *Config) { c.PoolSize, c.RecycleAbovePages = 1, 1 })
 			f.mod = recycled.mod

@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"k8s.io/component-base/metrics"
@@ -35,7 +36,10 @@ func newPool(module string, size int, create func(context.Context) (*instance, e
 		busy: poolInstances.WithLabelValues(module, "busy"), idleGauge: poolInstances.WithLabelValues(module, "idle")}
 }
 
-func (p *pool) acquire(ctx context.Context) (*instance, error) {
+// acquire takes a slot and an instance for it: of the idle instances, the
+// one want ranks highest, the most recently released among equals (its
+// memory is the likeliest to be resident), or a new one when none is idle.
+func (p *pool) acquire(ctx context.Context, want nodeListAffinity) (*instance, error) {
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -52,8 +56,14 @@ func (p *pool) acquire(ctx context.Context) (*instance, error) {
 	}
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
-		inst := p.idle[n-1]
-		p.idle = p.idle[:n-1]
+		best := n - 1
+		for i, rank := n-2, want.rank(p.idle[n-1]); i >= 0; i-- {
+			if r := want.rank(p.idle[i]); r > rank {
+				best, rank = i, r
+			}
+		}
+		inst := p.idle[best]
+		p.idle = slices.Delete(p.idle, best, best+1)
 		p.mu.Unlock()
 		p.observe()
 		return inst, nil
