@@ -41,6 +41,19 @@ func abiModule(existsBody []byte, edit func(*wt.Module)) []byte {
 	return m.Bytes()
 }
 
+// withLoadBalancer adds the LoadBalancer capability's exports, each
+// answering OK with nothing.
+func withLoadBalancer(m *wt.Module) {
+	for _, c := range abi.Capabilities {
+		if c.Capability != abi.CapabilityLoadBalancer {
+			continue
+		}
+		for _, name := range c.Exports {
+			m.Funcs = append(m.Funcs, wt.Func{Export: name, Params: method[0], Results: method[1], Body: okEmpty})
+		}
+	}
+}
+
 func funcIndex(m *wt.Module, export string) int {
 	for i, f := range m.Funcs {
 		if f.Export == export {
@@ -176,16 +189,7 @@ func TestHostileCalls(t *testing.T) {
 // never called for it; one with it (and the capability it needs) has it
 // listed in its Info.
 func TestOptionalExport(t *testing.T) {
-	lb := func(m *wt.Module) {
-		for _, c := range abi.Capabilities {
-			if c.Capability != abi.CapabilityLoadBalancer {
-				continue
-			}
-			for _, name := range c.Exports {
-				m.Funcs = append(m.Funcs, wt.Func{Export: name, Params: method[0], Results: method[1], Body: okEmpty})
-			}
-		}
-	}
+	lb := withLoadBalancer
 	without, err := New(context.Background(), abiModule(okEmpty, lb), Config{Name: "no-list", PoolSize: 1, CallTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -214,6 +218,72 @@ func TestOptionalExport(t *testing.T) {
 	var out abi.OwnedLoadBalancers
 	if err := with.Call(context.Background(), abi.ExportListLoadBalancers, &in, &out); err != nil || len(out) != 0 {
 		t.Fatalf("ListLoadBalancers = %v, %v", out, err)
+	}
+}
+
+// TestNodeListExportMisbehaves: a module whose
+// abi.ExportSetLoadBalancerNodes traps, spins or refuses fails the load
+// balancer call that needed the list, with that export named, within the
+// call's deadline; its EnsureLoadBalancer never runs without the list, and
+// the next call sends the list again.
+func TestNodeListExportMisbehaves(t *testing.T) {
+	refused := abi.EncodeResult(nil, abi.Outcome{Status: abi.StatusError, Message: "refused"}, nil)
+	const timeout = 500 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		setBody []byte
+		check   func(error) bool
+	}{
+		{"traps", wt.Seq(wt.Unreachable, okEmpty), func(err error) bool {
+			var failure *FailureError
+			return errors.As(err, &failure) && failure.Reason == ReasonTrap && failure.Export == abi.ExportSetLoadBalancerNodes
+		}},
+		{"spins", wt.Seq(wt.LoopForever, okEmpty), func(err error) bool {
+			var failure *FailureError
+			return errors.As(err, &failure) && failure.Reason == ReasonTimeout && failure.Export == abi.ExportSetLoadBalancerNodes
+		}},
+		{"refuses", wt.Seq(wt.StoreBytes(3000, refused), wt.I64Const(int64(abi.PackResult(3000, uint32(len(refused)))))), func(err error) bool {
+			var status *StatusError
+			return errors.As(err, &status) && status.Export == abi.ExportSetLoadBalancerNodes && status.Outcome.Message == "refused"
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := "set-nodes-" + tc.name
+			wasm := abiModule(okEmpty, func(m *wt.Module) {
+				// EnsureLoadBalancer traps: reached only if the host sent
+				// a request after a list the module did not take.
+				withLoadBalancer(m)
+				setBody(abi.ExportEnsureLoadBalancer, wt.Seq(wt.Unreachable, okEmpty))(m)
+				m.Funcs = append(m.Funcs, wt.Func{Export: abi.ExportSetLoadBalancerNodes, Params: method[0], Results: method[1], Body: tc.setBody})
+			})
+			mod, err := New(context.Background(), wasm, Config{Name: name, PoolSize: 1, CallTimeout: timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mod.Close(context.Background())
+			sets := func() float64 {
+				var n float64
+				for _, outcome := range []string{"ok", abi.StatusError.String(), ReasonTrap, ReasonTimeout} {
+					v, _ := testutil.GetCounterMetricValue(callsTotal.WithLabelValues(name, abi.ExportSetLoadBalancerNodes, outcome))
+					n += v
+				}
+				return n
+			}
+			req := &abi.LoadBalancerRequest{Service: abi.Service{Name: "web"}, Nodes: []abi.Node{{Name: "a"}}}
+			for call := range 2 {
+				start := time.Now()
+				err := mod.Call(context.Background(), abi.ExportEnsureLoadBalancer, req, nil)
+				if !tc.check(err) {
+					t.Fatalf("call %d: err = %v, want the failure of %s", call, err, abi.ExportSetLoadBalancerNodes)
+				}
+				if took := time.Since(start); took > 4*timeout {
+					t.Fatalf("call %d took %v with a %v call timeout", call, took, timeout)
+				}
+				if got := sets(); got != float64(call+1) {
+					t.Fatalf("after %d calls the list was sent %v times, want once a call", call+1, got)
+				}
+			}
+		})
 	}
 }
 
