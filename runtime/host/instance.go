@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero/api"
+	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/sharedstate"
@@ -191,6 +192,12 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 		// memory, in every instance.
 		inst.input = nil
 		inst.recycleAbove = m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before)
+		if size := uint64(inst.mem.Size()); size > inst.recycleAbove {
+			m.markBelowList.Do(func() {
+				klog.InfoS("The configured recycling mark is below what an instance holding its load balancer Node list takes: every load balancer call replaces the instance and sends the list again; raise limits.recycleAboveMiB or leave it unset",
+					"module", m.cfg.Name, "memoryBytes", size, "highWaterBytes", inst.recycleAbove, "nodes", len(req.Nodes))
+			})
+		}
 	}
 	slim := *req
 	slim.Nodes = nil

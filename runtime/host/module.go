@@ -77,6 +77,10 @@ type Module struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// markBelowList warns, once, that a configured recycling mark is below
+	// what an instance holding a Node list takes.
+	markBelowList sync.Once
 }
 
 func newModule(cfg Config) *Module {

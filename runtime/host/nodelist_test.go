@@ -3,9 +3,11 @@ package host
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -88,11 +90,20 @@ func TestNodeListSentOnce(t *testing.T) {
 				t.Fatalf("after a list of %d bytes, the instance's input buffer holds %d", listBytes, held)
 			}
 
-			// An instance recycled after every call: each successor is sent the list.
+			// An instance recycled after every call: each successor is sent
+			// the list, and the operator is told why, once.
+			var log lockedBuffer
+			klog.LogToStderr(false)
+			klog.SetOutput(&log)
+			defer klog.LogToStderr(true)
 			recycled := newFixture(t, tc, func(c *Config) { c.PoolSize, c.RecycleAbovePages = 1, 1 })
 			f.mod = recycled.mod
 			ensure(two, "192.0.2.2", 1)
 			ensure(two, "192.0.2.2", 1)
+			klog.Flush()
+			if n := strings.Count(log.String(), "below what an instance holding its load balancer Node list takes"); n != 1 {
+				t.Fatalf("the mark below the list was logged %d times, want once:\n%s", n, log.String())
+			}
 		})
 	}
 }
