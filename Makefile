@@ -70,8 +70,8 @@ modules: ## Build the provider modules (simcloud, hcloud, aws, digitalocean) wit
 test: ## Everything CI runs: lint, chart, unit, end-to-end and a short fuzz run, with the time of each phase.
 	GO=$(GO) hack/test.sh
 
-test-unit: ## Unit tests only (seconds; end-to-end tests skip without the cached binaries).
-	$(GO) test ./...
+test-unit: ## Unit tests only: every package outside test/, as CI's unit phase.
+	$(GO) test $$($(GO) list ./... | grep -v /test/)
 
 test-e2e: deps node-deps ## End-to-end tests only.
 	WASMCCM_E2E=1 WASMCCM_REQUIRE_TINYGO=1 $(GO) test -count=1 ./test/...
