@@ -40,6 +40,8 @@ type instance struct {
 	// is replaced after its call; set once init has run, from readyBytes,
 	// its memory then, and again when it is sent a Node list.
 	recycleAbove, readyBytes uint64
+	// idleSince is when the pool last took it back.
+	idleSince time.Time
 
 	// pending is the result a host function announced and take_result
 	// will copy out; violation is set when a host function aborts the call.

@@ -34,6 +34,11 @@ var (
 		Help:           "Healthy instances closed and replaced after a call because their linear memory passed the high-water mark.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module"})
+	instancesIdleClosed = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "instances_idle_closed_total",
+		Help:           "Healthy instances closed because no call used them for a minute; the pool makes new ones as calls need them.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
 	poolInstances = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "wasmccm", Subsystem: "module", Name: "pool_instances",
 		Help:           "Instances by state (busy, idle).",
@@ -55,7 +60,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, poolInstances,
+		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, instancesIdleClosed, poolInstances,
 			credentialReads, logDropped)
 		egress.RegisterMetrics()
 		sharedstate.RegisterMetrics()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"time"
 
 	"k8s.io/component-base/metrics"
 )
@@ -21,8 +22,13 @@ type pool struct {
 	// drained counts the slots drain has taken; only Close touches it.
 	drained int
 
-	mu   sync.Mutex
+	mu sync.Mutex
+	// idle is in the order of release, the longest idle first.
 	idle []*instance
+	// idleTimeout is how long an instance may stay idle before a release
+	// closes it (idleInstanceTimeout).
+	idleTimeout time.Duration
+	idleClosed  metrics.CounterMetric
 
 	// busy and idleGauge are the module's pool_instances gauges, looked up
 	// once rather than on every acquire and release.
@@ -32,9 +38,18 @@ type pool struct {
 // newPool makes the pool of module; the metrics must be registered, or
 // its gauges would stay unregistered no-ops.
 func newPool(module string, size int, create func(context.Context) (*instance, error)) *pool {
-	return &pool{create: create, slots: make(chan struct{}, size), closed: make(chan struct{}),
-		busy: poolInstances.WithLabelValues(module, "busy"), idleGauge: poolInstances.WithLabelValues(module, "idle")}
+	return &pool{create: create, slots: make(chan struct{}, size), closed: make(chan struct{}), idleTimeout: idleInstanceTimeout,
+		busy: poolInstances.WithLabelValues(module, "busy"), idleGauge: poolInstances.WithLabelValues(module, "idle"),
+		idleClosed: instancesIdleClosed.WithLabelValues(module)}
 }
+
+// idleInstanceTimeout is how long an instance may stay idle before the
+// pool closes it. A burst of concurrent calls makes instances that the
+// calls after it, taking the most recently released one, then leave
+// alone; each keeps the linear memory it grew to, which only closing
+// gives back. Making one again costs an instantiation and init, which a
+// minute of idleness repays.
+const idleInstanceTimeout = time.Minute
 
 // acquire takes a slot and an instance for it: of the idle instances, the
 // one want ranks highest, the most recently released among equals (its
@@ -82,12 +97,36 @@ func (p *pool) acquire(ctx context.Context, want nodeListAffinity) (*instance, e
 // slot (its instance was closed).
 func (p *pool) release(inst *instance) {
 	if inst != nil {
+		now := time.Now()
+		inst.idleSince = now
 		p.mu.Lock()
+		var stale []*instance
+		if n := p.staleIdle(now); n > 0 {
+			stale = slices.Clone(p.idle[:n])
+			p.idle = slices.Delete(p.idle, 0, n)
+		}
 		p.idle = append(p.idle, inst)
 		p.mu.Unlock()
+		// Closed while this call still holds its slot, so that drain,
+		// which waits for every slot, never sees them half closed.
+		for _, s := range stale {
+			s.close(context.Background())
+			p.idleClosed.Inc()
+		}
 	}
 	<-p.slots
 	p.observe()
+}
+
+// staleIdle is how many of the idle instances, from the first, have been
+// idle longer than idleTimeout at now.
+func (p *pool) staleIdle(now time.Time) int {
+	for i, inst := range p.idle {
+		if now.Sub(inst.idleSince) <= p.idleTimeout {
+			return i
+		}
+	}
+	return len(p.idle)
 }
 
 // ErrClosed is returned for calls made after Close began.

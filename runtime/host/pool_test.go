@@ -4,6 +4,9 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
+
+	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/wasmccm/wasmccm/abi"
 )
@@ -58,5 +61,54 @@ func TestPoolAffinity(t *testing.T) {
 				t.Fatalf("idle after acquire: %d instances, taken one among them: %v", left, slices.Contains(p.idle, inst))
 			}
 		})
+	}
+}
+
+// TestPoolClosesIdleInstances: a release closes the instances idle for
+// longer than the pool's idle timeout, and no other, and calls go on with
+// new instances made as they need them.
+func TestPoolClosesIdleInstances(t *testing.T) {
+	ctx := context.Background()
+	mod, err := New(ctx, abiModule(okEmpty, nil), Config{Name: "idle-close", PoolSize: 3, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	p := mod.pool
+	var insts []*instance
+	for range 3 {
+		inst, err := p.acquire(ctx, nodeListAffinity{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		insts = append(insts, inst)
+	}
+	for _, inst := range insts {
+		p.release(inst)
+	}
+	long := time.Now().Add(-2 * p.idleTimeout)
+	insts[0].idleSince, insts[1].idleSince = long, long
+	closedBefore, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close"))
+
+	inst, err := p.acquire(ctx, nodeListAffinity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst != insts[2] {
+		t.Fatal("the pool did not hand out the most recently released instance")
+	}
+	p.release(inst)
+	closed, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close"))
+	if !insts[0].mod.IsClosed() || !insts[1].mod.IsClosed() || insts[2].mod.IsClosed() || closed-closedBefore != 2 {
+		t.Fatalf("closed: %v %v %v, counted %v; want the two idle for long, counted",
+			insts[0].mod.IsClosed(), insts[1].mod.IsClosed(), insts[2].mod.IsClosed(), closed-closedBefore)
+	}
+	if !slices.Equal(p.idle, []*instance{insts[2]}) {
+		t.Fatalf("idle after the release: %d instances, want the one just released", len(p.idle))
+	}
+	for range 3 {
+		if err := mod.Call(ctx, abi.ExportInstanceExists, &abi.Node{Name: "a"}, nil); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
