@@ -196,8 +196,12 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 		inst.recycleAbove = m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before)
 		if size := uint64(inst.mem.Size()); size > inst.recycleAbove {
 			m.markBelowList.Do(func() {
-				klog.InfoS("The configured recycling mark is below what an instance holding its load balancer Node list takes: every load balancer call replaces the instance and sends the list again; raise limits.recycleAboveMiB or leave it unset",
-					"module", m.cfg.Name, "memoryBytes", size, "highWaterBytes", inst.recycleAbove, "nodes", len(req.Nodes))
+				remedy := "raise limits.recycleAboveMiB or leave it unset"
+				if m.cfg.RecycleAbovePages == 0 {
+					remedy = "the derived mark stops at a quarter of the memory cap: raise limits.memoryLimitMiB"
+				}
+				klog.InfoS("The recycling mark is below what an instance holding its load balancer Node list takes: every load balancer call replaces the instance and sends the list again",
+					"module", m.cfg.Name, "memoryBytes", size, "highWaterBytes", inst.recycleAbove, "nodes", len(req.Nodes), "remedy", remedy)
 			})
 		}
 	}
