@@ -103,9 +103,10 @@ type Limits struct {
 	// memory grew past it. Default: per instance, eight times its memory
 	// after init, at least 4 MiB and at most a quarter of memoryLimitMiB,
 	// raised while the instance holds a load balancer Node list by what
-	// the list took (host.Config.RecycleAbovePages). A module built without
-	// a garbage collector (TinyGo's -gc=leaking) is reclaimed only this
-	// way: one call may allocate memoryLimitMiB minus the mark.
+	// its memory grew to take the list (host.Config.RecycleAbovePages). A
+	// module built without a garbage collector (TinyGo's -gc=leaking) is
+	// reclaimed only this way: one call may allocate memoryLimitMiB minus
+	// the mark.
 	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
 	// SharedStateMiB bounds the module's shared state in the host, which
 	// its instances use to keep what they learn of the cloud across calls

@@ -44,9 +44,9 @@ type Config struct {
 	// after init (see recycleMark), and from the load balancer Node list
 	// it holds once sent one (recycleMarkHolding): a module with a
 	// collector settles at a few times that and is left alone, one without
-	// is replaced every few calls, which costs it a fresh instance (0.38 ms
-	// with TinyGo's simcloud, BENCHMARKS.md) instead of memory the host
-	// never gets back.
+	// is replaced every few calls, which costs it a fresh instance
+	// (BENCHMARKS.md has the figure) instead of memory the host never gets
+	// back.
 	RecycleAbovePages uint32
 
 	// MaxFunctions and MaxCodeBytes bound what the host agrees to compile;

@@ -185,15 +185,18 @@ func (m *Module) withNodesSent(ctx context.Context, inst *instance, export strin
 		before, start := uint64(inst.mem.Size()), time.Now()
 		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
 		m.observe(abi.ExportSetLoadBalancerNodes, start, err)
+		// The list's encoding is sent once per change, taken or not: a
+		// buffer kept at its size for the small messages that follow
+		// would only hold memory, in every instance.
+		inst.input = nil
 		if err != nil {
 			return nil, err
 		}
 		inst.nodes, inst.sentNodes = req.Nodes, true
-		// The list's encoding is sent once per change: a buffer kept at
-		// its size for the small messages that follow would only hold
-		// memory, in every instance.
-		inst.input = nil
-		inst.recycleAbove = m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before)
+		// Growth measures what a list took only when the heap had no room
+		// for it; a list that fits where the last one was grows nothing,
+		// so the mark stays where an earlier list put it.
+		inst.recycleAbove = max(inst.recycleAbove, m.cfg.recycleMarkHolding(inst.readyBytes, uint64(inst.mem.Size())-before))
 		if size := uint64(inst.mem.Size()); size > inst.recycleAbove {
 			m.markBelowList.Do(func() {
 				remedy := "raise limits.recycleAboveMiB or leave it unset"

@@ -552,14 +552,12 @@ const (
 // linear memory after init. A configured mark wins. Otherwise it is
 // recycleGrowthFactor times initBytes, at least recycleFloorBytes and at
 // most a quarter of the cap. Why a multiple: a collected heap settles at a
-// few times its start (the Go-built simcloud module: 3.6 MiB after init,
-// 12.8 MiB after 40 EnsureLoadBalancer calls over 1,000 Nodes), and
-// replacing such an instance costs milliseconds and megabytes of host
-// allocation, so it is left alone. A module without a collector starts
-// small (TinyGo's simcloud: 128 KiB) and grows by all it allocates (1.3 MiB
-// per EnsureLoadBalancer over 1,000 Nodes, BENCHMARKS.md); at the floor
-// it is replaced every few calls, so between calls none of the pool's
-// instances holds more than the floor.
+// few times its start, and replacing such an instance costs milliseconds
+// and megabytes of host allocation, so it is left alone. A module without
+// a collector starts small and grows by all it allocates; at the floor it
+// is replaced every few calls, so between calls none of the pool's
+// instances holds more than the floor. BENCHMARKS.md's guest memory
+// results have the figures.
 func (c Config) recycleMark(initBytes uint64) uint64 {
 	if c.RecycleAbovePages != 0 {
 		return uint64(c.RecycleAbovePages) * wasmPageSize
@@ -571,8 +569,8 @@ func (c Config) recycleMark(initBytes uint64) uint64 {
 func (c Config) recycleCap() uint64 { return uint64(c.MemoryLimitPages) * wasmPageSize / 4 }
 
 // recycleMarkHolding is recycleMark for an instance that holds, besides
-// the initBytes init left, held bytes it took to keep what it was sent to
-// keep (a Node list). That is not garbage, so the mark moves up by it, and
+// the initBytes init left, what it was sent to keep (a Node list), for
+// which its memory grew by held bytes. That is not garbage, so the mark moves up by it, and
 // to twice what the instance then holds, because a heap that grows by
 // doubling (TinyGo's) takes its next growth past any mark below that:
 // without it, an instance sent a list as large as its headroom would be

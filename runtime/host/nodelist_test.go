@@ -84,10 +84,22 @@ func TestNodeListSentOnce(t *testing.T) {
 
 			// The host keeps no buffer the size of a list it sent.
 			many := nodes(slices.Repeat([]string{"node-with-a-long-name"}, 500)...)
-			ensure(many, "192.0.2."+string(rune('0'+len(many))), 1) // the test provider's address for 500 Nodes
+			ensure(many, "192.0.2.500", 1)
 			listBytes := len(abi.Marshal(nil, &abi.LoadBalancerNodes{Nodes: many}))
 			if held := cap(f.mod.pool.idle[0].input); held >= listBytes {
 				t.Fatalf("after a list of %d bytes, the instance's input buffer holds %d", listBytes, held)
+			}
+
+			// A new list that fits where the last one was grows no memory;
+			// the instance still holds a list, and its mark stays up.
+			inst := f.mod.pool.idle[0]
+			raised := inst.recycleAbove
+			if raised <= inst.owner.cfg.recycleMark(inst.readyBytes) {
+				t.Fatalf("mark %d after a list of 500 Nodes, want it above the instance's base mark", raised)
+			}
+			ensure(slices.Clone(many), "192.0.2.500", 1)
+			if inst != f.mod.pool.idle[0] || inst.recycleAbove < raised {
+				t.Fatalf("after an equal list: same instance %v, mark %d, want it at least %d", inst == f.mod.pool.idle[0], inst.recycleAbove, raised)
 			}
 
 			// An instance recycled after every call: each successor is sent

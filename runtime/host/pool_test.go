@@ -65,8 +65,8 @@ func TestPoolAffinity(t *testing.T) {
 }
 
 // TestPoolClosesIdleInstances: a release closes the instances idle for
-// longer than the pool's idle timeout, and no other, and calls go on with
-// new instances made as they need them.
+// longer than the pool's idle timeout, and no other, and counts them; the
+// module's calls go on.
 func TestPoolClosesIdleInstances(t *testing.T) {
 	ctx := context.Background()
 	mod, err := New(ctx, abiModule(okEmpty, nil), Config{Name: "idle-close", PoolSize: 3, CallTimeout: time.Second})

@@ -194,7 +194,7 @@ func (p *provider) EnsureLoadBalancer(_ context.Context, _ string, svc *abi.Serv
 	if svc.Name == "elsewhere" {
 		return nil, sdk.ErrImplementedElsewhere
 	}
-	ip := "192.0.2." + string(rune('0'+len(nodes)))
+	ip := "192.0.2." + strconv.Itoa(len(nodes))
 	return &abi.LoadBalancerStatus{Ingress: []abi.LoadBalancerIngress{{IP: ip, IPMode: "VIP"}}}, nil
 }
 
