@@ -287,6 +287,43 @@ func TestNodeListExportMisbehaves(t *testing.T) {
 	}
 }
 
+// TestNodeListCannotRaiseMarkPastCap: a module whose
+// abi.ExportSetLoadBalancerNodes grows its memory, as if the list took it
+// all, raises its recycling mark no higher than a quarter of its memory
+// cap: the instance is replaced after each load balancer call that sent
+// it a list, so it cannot keep more memory between calls than any other
+// (SECURITY.md, guest memory).
+func TestNodeListCannotRaiseMarkPastCap(t *testing.T) {
+	const name = "set-nodes-grows"
+	const capPages, growPages = 64, 40 // a 4 MiB cap; a quarter is 16 pages
+	wasm := abiModule(okEmpty, func(m *wt.Module) {
+		withLoadBalancer(m)
+		grow := wt.Seq(wt.I32Const(growPages), []byte{0x40, 0x00}, wt.Drop, okEmpty) // memory.grow
+		m.Funcs = append(m.Funcs, wt.Func{Export: abi.ExportSetLoadBalancerNodes, Params: method[0], Results: method[1], Body: grow})
+	})
+	mod, err := New(context.Background(), wasm, Config{Name: name, PoolSize: 1, CallTimeout: time.Second, MemoryLimitPages: capPages})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(context.Background())
+	recycled := func() float64 {
+		n, _ := testutil.GetCounterMetricValue(instancesRecycled.WithLabelValues(name))
+		return n
+	}
+	for call := range 2 {
+		before := recycled()
+		req := &abi.LoadBalancerRequest{Service: abi.Service{Name: "web"}, Nodes: []abi.Node{{Name: "a"}}} // a new list each call
+		if err := mod.Call(context.Background(), abi.ExportEnsureLoadBalancer, req, nil); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(5 * time.Second); recycled() == before; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d: an instance grown to %d of %d pages by its Node list was not replaced", call, growPages+1, capPages)
+			}
+		}
+	}
+}
+
 // TestTrapInEveryMethod: a module whose every method traps fails each call
 // as a trap, counts it, and is re-instantiated for the next call.
 func TestTrapInEveryMethod(t *testing.T) {

@@ -134,57 +134,58 @@ func (i *instance) abiVersion(ctx context.Context) (int32, error) {
 // holding none. With the service controller's one worker, one instance
 // then holds the list however many the other controllers keep busy.
 type nodeListAffinity struct {
-	listsNodes bool
-	nodes      []abi.Node
+	// req is the call's request when it lists Nodes and the module takes
+	// lists on their own (abi.ExportSetLoadBalancerNodes); nil otherwise.
+	req *abi.LoadBalancerRequest
 }
 
-// affinity is the nodeListAffinity of a call of export with in.
+// affinity is the nodeListAffinity of a call of export with in, worked
+// out once per call for the pool and for withNodesSent.
 func (m *Module) affinity(export string, in abi.Message) nodeListAffinity {
-	if req, ok := in.(*abi.LoadBalancerRequest); ok && abi.NodesListed(export) {
-		return nodeListAffinity{listsNodes: true, nodes: req.Nodes}
+	if req, ok := in.(*abi.LoadBalancerRequest); ok && abi.NodesListed(export) && m.methods[abi.ExportSetLoadBalancerNodes] {
+		return nodeListAffinity{req: req}
 	}
 	return nodeListAffinity{}
 }
 
 func (a nodeListAffinity) rank(inst *instance) int {
 	switch {
-	case !a.listsNodes:
+	case a.req == nil:
 		if inst.sentNodes {
 			return 0
 		}
 		return 1
 	case !inst.sentNodes:
 		return 0
-	case abi.SameNodes(inst.nodes, a.nodes):
+	case abi.SameNodes(inst.nodes, a.req.Nodes):
 		return 2
 	default:
 		return 1
 	}
 }
 
-// withNodesSent returns the request to send inst for export. When the
-// module takes load balancer Node lists on their own
-// (abi.ExportSetLoadBalancerNodes), the list of a call that lists Nodes
-// is sent first, unless it is the one inst was sent last, and the request
-// goes without it. A list is known by its identity: the provider adapter
-// passes the same slice for as long as the cluster's Nodes stay the same,
-// and never changes one it passed.
-func (m *Module) withNodesSent(ctx context.Context, inst *instance, export string, in abi.Message) (abi.Message, error) {
+// withNodesSent returns the request to send inst for export: when the
+// call lists Nodes for a module that takes lists on their own (a.req), the
+// list is sent first, unless it is the one inst was sent last, and the
+// request goes without it. A list is known by its identity: the provider
+// adapter passes the same slice for as long as the cluster's Nodes stay
+// the same, and never changes one it passed.
+func (m *Module) withNodesSent(ctx context.Context, inst *instance, export string, in abi.Message, a nodeListAffinity) (abi.Message, error) {
 	if export == abi.ExportSetLoadBalancerNodes {
 		// A caller sending a list itself (wasmccm call): which list the
 		// instance holds is no longer known.
 		inst.nodes, inst.sentNodes = nil, false
 		return in, nil
 	}
-	req, ok := in.(*abi.LoadBalancerRequest)
-	if !ok || !abi.NodesListed(export) || !m.methods[abi.ExportSetLoadBalancerNodes] {
+	req := a.req
+	if req == nil {
 		return in, nil
 	}
 	if !inst.sentNodes || !abi.SameNodes(inst.nodes, req.Nodes) {
 		inst.nodes, inst.sentNodes = nil, false
 		before, start := uint64(inst.mem.Size()), time.Now()
 		err := m.callInstance(ctx, inst, abi.ExportSetLoadBalancerNodes, &abi.LoadBalancerNodes{Nodes: req.Nodes}, nil)
-		m.observe(abi.ExportSetLoadBalancerNodes, start, err)
+		m.observe(abi.ExportSetLoadBalancerNodes, time.Since(start), err)
 		// The list's encoding is sent once per change, taken or not: a
 		// buffer kept at its size for the small messages that follow
 		// would only hold memory, in every instance.

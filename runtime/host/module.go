@@ -492,7 +492,8 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	start := time.Now()
 	ctx, cancel := m.guestContext(ctx)
 	defer cancel()
-	inst, err := m.pool.acquire(ctx, m.affinity(export, in))
+	affinity := m.affinity(export, in)
+	inst, err := m.pool.acquire(ctx, affinity)
 	if errors.Is(err, ErrClosed) {
 		// Not a failed call: the module was replaced, and the caller
 		// retries on its successor.
@@ -500,34 +501,38 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 	}
 	if err != nil {
 		err = &FailureError{Export: export, Reason: ReasonUnavailable, Err: err}
-	} else {
-		if in, err = m.withNodesSent(ctx, inst, export, in); err == nil {
-			err = m.callInstance(ctx, inst, export, in, out)
-		}
-		// Read before the instance goes back to the pool, where another
-		// call may take it.
-		shadowRefused := inst.shadowRefused
-		var failure *FailureError
-		switch {
-		case errors.As(err, &failure):
-			m.replace(inst, failure)
-			m.pool.release(nil)
-		case uint64(inst.mem.Size()) > inst.recycleAbove:
-			go m.recycle(inst)
-		default:
-			m.pool.release(inst)
-		}
-		if shadowRefused {
-			err = withheld(export)
-		}
+		m.observe(export, time.Since(start), err)
+		return err
 	}
-	m.observe(export, start, err)
+	if in, err = m.withNodesSent(ctx, inst, export, in, affinity); err == nil {
+		err = m.callInstance(ctx, inst, export, in, out)
+	}
+	// One clock reading ends the call for its metrics and the pool's idle
+	// time alike: this is the path of every call.
+	end := time.Now()
+	// Read before the instance goes back to the pool, where another call
+	// may take it.
+	shadowRefused := inst.shadowRefused
+	var failure *FailureError
+	switch {
+	case errors.As(err, &failure):
+		m.replace(inst, failure)
+		m.pool.release(nil, end)
+	case uint64(inst.mem.Size()) > inst.recycleAbove:
+		go m.recycle(inst)
+	default:
+		m.pool.release(inst, end)
+	}
+	if shadowRefused {
+		err = withheld(export)
+	}
+	m.observe(export, end.Sub(start), err)
 	return err
 }
 
-// observe records an export call that began at start and ended with err.
-func (m *Module) observe(export string, start time.Time, err error) {
-	callDuration.WithLabelValues(m.cfg.Name, export).Observe(time.Since(start).Seconds())
+// observe records an export call that lasted took and ended with err.
+func (m *Module) observe(export string, took time.Duration, err error) {
+	callDuration.WithLabelValues(m.cfg.Name, export).Observe(took.Seconds())
 	callsTotal.WithLabelValues(m.cfg.Name, export, outcomeLabel(err)).Inc()
 }
 
@@ -570,14 +575,14 @@ func (c Config) recycleCap() uint64 { return uint64(c.MemoryLimitPages) * wasmPa
 
 // recycleMarkHolding is recycleMark for an instance that holds, besides
 // the initBytes init left, what it was sent to keep (a Node list), for
-// which its memory grew by held bytes. That is not garbage, so the mark moves up by it, and
-// to twice what the instance then holds, because a heap that grows by
-// doubling (TinyGo's) takes its next growth past any mark below that:
-// without it, an instance sent a list as large as its headroom would be
-// replaced after every call, and sent the list again. It is derived from
-// init, not from the last mark, so that a list replaced by another does
-// not raise it twice. It stops at the derived mark's cap; a configured
-// mark stays.
+// which its memory grew by held bytes. That is not garbage, so the mark
+// moves up by it, and to twice what the instance then holds, because a
+// heap that grows by doubling (TinyGo's) takes its next growth past any
+// mark below that: without it, an instance sent a list as large as its
+// headroom would be replaced after every call, and sent the list again.
+// It is derived from init, not from the last mark, so that a list
+// replaced by another does not raise it twice. It stops at the derived
+// mark's cap; a configured mark stays.
 func (c Config) recycleMarkHolding(initBytes, held uint64) uint64 {
 	mark := c.recycleMark(initBytes)
 	if c.RecycleAbovePages != 0 {
@@ -603,7 +608,7 @@ func (m *Module) recycle(inst *instance) {
 		// The next call makes one and reports the error to its caller.
 		klog.ErrorS(err, "making a module instance to replace a recycled one", "module", m.cfg.Name)
 	}
-	m.pool.release(fresh)
+	m.pool.release(fresh, time.Now())
 }
 
 func outcomeLabel(err error) string {

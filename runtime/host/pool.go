@@ -93,11 +93,10 @@ func (p *pool) acquire(ctx context.Context, want nodeListAffinity) (*instance, e
 	return inst, nil
 }
 
-// release returns a healthy instance to the pool; a nil instance just frees the
-// slot (its instance was closed).
-func (p *pool) release(inst *instance) {
+// release returns a healthy instance to the pool at now, when its call
+// ended; a nil instance just frees the slot (its instance was closed).
+func (p *pool) release(inst *instance, now time.Time) {
 	if inst != nil {
-		now := time.Now()
 		inst.idleSince = now
 		p.mu.Lock()
 		var stale []*instance

@@ -22,7 +22,7 @@ func TestPoolAffinity(t *testing.T) {
 		return func() *instance { return &instance{nodes: list, sentNodes: true} }
 	}
 	lbCall := func(list []abi.Node) nodeListAffinity {
-		return nodeListAffinity{listsNodes: true, nodes: list}
+		return nodeListAffinity{req: &abi.LoadBalancerRequest{Nodes: list}}
 	}
 	for _, tc := range []struct {
 		name string
@@ -48,7 +48,7 @@ func TestPoolAffinity(t *testing.T) {
 				inst := newIdle()
 				idle = append(idle, inst)
 				p.slots <- struct{}{}
-				p.release(inst)
+				p.release(inst, time.Now())
 			}
 			inst, err := p.acquire(context.Background(), tc.want)
 			if err != nil {
@@ -84,7 +84,7 @@ func TestPoolClosesIdleInstances(t *testing.T) {
 		insts = append(insts, inst)
 	}
 	for _, inst := range insts {
-		p.release(inst)
+		p.release(inst, time.Now())
 	}
 	long := time.Now().Add(-2 * p.idleTimeout)
 	insts[0].idleSince, insts[1].idleSince = long, long
@@ -97,7 +97,7 @@ func TestPoolClosesIdleInstances(t *testing.T) {
 	if inst != insts[2] {
 		t.Fatal("the pool did not hand out the most recently released instance")
 	}
-	p.release(inst)
+	p.release(inst, time.Now())
 	closed, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close"))
 	if !insts[0].mod.IsClosed() || !insts[1].mod.IsClosed() || insts[2].mod.IsClosed() || closed-closedBefore != 2 {
 		t.Fatalf("closed: %v %v %v, counted %v; want the two idle for long, counted",
