@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"testing"
@@ -214,6 +215,27 @@ func TestUnmarshalShared(t *testing.T) {
 	}
 	if !reflect.DeepEqual(&shared, &copied) || !reflect.DeepEqual(&shared, in) {
 		t.Fatalf("UnmarshalShared gave %+v, want %+v", shared, in)
+	}
+}
+
+// TestUnmarshalOwning: a body decoded by UnmarshalOwning equals that of
+// Unmarshal and is a slice of the input, which later bytes of the input
+// cannot overwrite through it.
+func TestUnmarshalOwning(t *testing.T) {
+	in := &HTTPResponse{StatusCode: 200, Headers: []Header{{"Content-Type", "application/json"}}, Body: []byte(`{"id":1}`), Error: "e"}
+	buf := Marshal(nil, in)
+	var owning HTTPResponse
+	if err := UnmarshalOwning(buf, &owning); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&owning, in) {
+		t.Fatalf("UnmarshalOwning gave %+v, want %+v", owning, in)
+	}
+	if i := bytes.Index(buf, in.Body); i < 0 || &buf[i] != &owning.Body[0] {
+		t.Fatal("the body is a copy, not a slice of the input")
+	}
+	if cap(owning.Body) != len(owning.Body) {
+		t.Fatalf("the body's capacity %d reaches past it (%d bytes) into the input", cap(owning.Body), len(owning.Body))
 	}
 }
 

@@ -1,6 +1,7 @@
 package abi
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 )
@@ -35,7 +36,8 @@ func FuzzDecodeResult(f *testing.F) {
 }
 
 // FuzzDecodeRequest covers the guest side: the SDK decodes what the host
-// sends with the same decoder, strings shared or not, which must agree.
+// sends with the same decoder, strings shared or not and byte slices owned
+// or not, which must agree.
 func FuzzDecodeRequest(f *testing.F) {
 	svc := sampleService()
 	f.Add(Marshal(nil, &LoadBalancerRequest{ClusterName: "c", Service: svc, Nodes: []Node{sampleNode()}}))
@@ -46,11 +48,14 @@ func FuzzDecodeRequest(f *testing.F) {
 			inputs = append(inputs, m.Input)
 		}
 		for _, in := range inputs {
-			copied, shared := in(), in()
+			copied := in()
 			err := Unmarshal(data, copied)
-			sharedErr := UnmarshalShared(data, shared)
-			if (err == nil) != (sharedErr == nil) || err == nil && !reflect.DeepEqual(copied, shared) {
-				t.Fatalf("%T: Unmarshal gave %+v, %v; UnmarshalShared %+v, %v", copied, copied, err, shared, sharedErr)
+			for name, unmarshal := range map[string]func([]byte, Message) error{"UnmarshalShared": UnmarshalShared, "UnmarshalOwning": UnmarshalOwning} {
+				other := in()
+				otherErr := unmarshal(bytes.Clone(data), other)
+				if (err == nil) != (otherErr == nil) || err == nil && !reflect.DeepEqual(copied, other) {
+					t.Fatalf("%T: Unmarshal gave %+v, %v; %s %+v, %v", copied, copied, err, name, other, otherErr)
+				}
 			}
 		}
 	})

@@ -91,6 +91,9 @@ type Decoder struct {
 	// shared, when set, is a copy of the whole input, of which String
 	// returns slices instead of copying each string (UnmarshalShared).
 	shared string
+	// owned is set when the caller handed the input over
+	// (UnmarshalOwning): ByteSlice returns slices of it.
+	owned bool
 }
 
 // NewDecoder returns a Decoder over b. Decoded strings are copies, so b may
@@ -216,11 +219,16 @@ func (d *Decoder) String() string {
 	return d.shared[end-len(b) : end]
 }
 
-// ByteSlice reads a length-prefixed byte slice into a fresh copy; nil when empty.
+// ByteSlice reads a length-prefixed byte slice into a fresh copy, or a
+// slice of the input when it was handed over (UnmarshalOwning); nil when
+// empty.
 func (d *Decoder) ByteSlice() []byte {
 	b := d.raw()
 	if len(b) == 0 {
 		return nil
+	}
+	if d.owned {
+		return b
 	}
 	return append([]byte(nil), b...)
 }
@@ -281,6 +289,17 @@ func Unmarshal(b []byte, m Message) error {
 // leaking collector); byte slices are still copied one by one.
 func UnmarshalShared(b []byte, m Message) error {
 	d := Decoder{buf: b, shared: string(b)}
+	m.Decode(&d)
+	return d.Finish()
+}
+
+// UnmarshalOwning is Unmarshal of an input the caller hands over: every
+// decoded byte slice (an HTTP body) is a slice of b instead of a copy, so
+// the message keeps b, which must not be changed or reused. Taking a
+// large answer of the cloud from the host this way costs the guest one
+// copy of it rather than two.
+func UnmarshalOwning(b []byte, m Message) error {
+	d := Decoder{buf: b, owned: true}
 	m.Decode(&d)
 	return d.Finish()
 }

@@ -40,7 +40,8 @@ func Imports() Host { return imports{} }
 type imports struct{}
 
 // Requests and pending results go through reused buffers: one call runs per
-// instance at a time, and decoding copies what it keeps.
+// instance at a time, and decoding copies what it keeps, but for an HTTP
+// response, which takes the result buffer over.
 var requestBuf, resultBuf []byte
 
 func (imports) HTTP(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
@@ -58,8 +59,12 @@ func httpDo(req *abi.HTTPRequest) (*abi.HTTPResponse, error) {
 	if err != nil {
 		return nil, &HTTPError{Msg: err.Error()}
 	}
+	// The response keeps raw, its body a slice of it rather than a copy:
+	// a listing of thousands of objects is then in the guest once, not
+	// twice. The next result needs a buffer of its own.
+	resultBuf = nil
 	resp := new(abi.HTTPResponse)
-	if err := abi.Unmarshal(raw, resp); err != nil {
+	if err := abi.UnmarshalOwning(raw, resp); err != nil {
 		return nil, &HTTPError{Msg: "decoding host response: " + err.Error()}
 	}
 	if resp.Error != "" {
