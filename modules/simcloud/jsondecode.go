@@ -39,6 +39,47 @@ type decoder struct {
 	pos      int
 	depth    int
 	mismatch error
+	// recent are strings decoded before, by a hash of their bytes: the
+	// values a listing repeats for every object (zones, types, states,
+	// label keys) then cost one allocation per document rather than one
+	// per object, which a module without a collector keeps until its
+	// instance is recycled.
+	recent [64]string
+}
+
+// maxRecentBytes bounds the strings kept in decoder.recent: a repeated
+// value is short, a long one is rarely repeated.
+const maxRecentBytes = 32
+
+// text returns b as a string, the one decoded before when it is recent.
+func (d *decoder) text(b []byte) string {
+	if len(b) > maxRecentBytes {
+		return string(b)
+	}
+	h := uint32(2166136261) // FNV-1a
+	for _, c := range b {
+		h = (h ^ uint32(c)) * 16777619
+	}
+	slot := &d.recent[h%uint32(len(d.recent))]
+	if sameText(b, *slot) {
+		return *slot
+	}
+	*slot = string(b)
+	return *slot
+}
+
+// sameText is string(b) == s, spelled out so that no toolchain allocates
+// the conversion.
+func sameText(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := range b {
+		if b[i] != s[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeJSON decodes data with value, which reads one JSON value.
@@ -105,9 +146,25 @@ func (d *decoder) literal(word string) error {
 func (d *decoder) skip() error {
 	switch c := d.next(); {
 	case c == '{':
-		return d.object(func(string) error { return d.skip() })
+		more, err := d.enter('}')
+		for more && err == nil {
+			if _, err = d.key(); err == nil {
+				err = d.skip()
+			}
+			if err == nil {
+				more, err = d.more('}')
+			}
+		}
+		return err
 	case c == '[':
-		return d.array(d.skip)
+		more, err := d.enter(']')
+		for more && err == nil {
+			err = d.skip()
+			if err == nil {
+				more, err = d.more(']')
+			}
+		}
+		return err
 	case c == '"':
 		return d.skipString()
 	case c == 't':
@@ -123,72 +180,65 @@ func (d *decoder) skip() error {
 	return d.syntaxError("expected a value")
 }
 
-// object consumes an object, calling member for each key with the
-// decoder at the key's value, which member must consume.
-func (d *decoder) object(member func(key string) error) error {
+// Objects and arrays are read in loops over enter, key and more rather
+// than with a callback per member: a callback's captured variables are an
+// allocation per object under TinyGo, which a module without a collector
+// keeps until its instance is recycled, and a listing has thousands of
+// objects. The loops read:
+//
+//	more, err := d.enter('}')
+//	for more && err == nil {
+//		key, err = d.key() ... then the member's value
+//		if err == nil {
+//			more, err = d.more('}')
+//		}
+//	}
+
+// enter consumes the opening bracket of the object or array the decoder is
+// at and reports whether a member or element follows; closing is '}' or ']'.
+func (d *decoder) enter(closing byte) (bool, error) {
 	if d.depth++; d.depth > maxJSONDepth {
-		return d.syntaxError("nested too deeply")
+		return false, d.syntaxError("nested too deeply")
 	}
-	d.pos++ // {
-	if d.next() == '}' {
+	d.pos++ // { or [
+	if d.next() == closing {
 		d.pos++
 		d.depth--
-		return nil
+		return false, nil
 	}
-	for {
-		if d.next() != '"' {
-			return d.syntaxError("expected a key")
-		}
-		key, err := d.string()
-		if err != nil {
-			return err
-		}
-		if d.next() != ':' {
-			return d.syntaxError("expected ':'")
-		}
-		d.pos++
-		if err := member(key); err != nil {
-			return err
-		}
-		switch d.next() {
-		case ',':
-			d.pos++
-		case '}':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.syntaxError("expected ',' or '}'")
-		}
-	}
+	return true, nil
 }
 
-// array consumes an array, calling elem for each element.
-func (d *decoder) array(elem func() error) error {
-	if d.depth++; d.depth > maxJSONDepth {
-		return d.syntaxError("nested too deeply")
-	}
-	d.pos++ // [
-	if d.next() == ']' {
+// more consumes what follows a member or element: a comma, reporting that
+// another follows, or the closing bracket.
+func (d *decoder) more(closing byte) (bool, error) {
+	switch d.next() {
+	case ',':
+		d.pos++
+		return true, nil
+	case closing:
 		d.pos++
 		d.depth--
-		return nil
+		return false, nil
 	}
-	for {
-		if err := elem(); err != nil {
-			return err
-		}
-		switch d.next() {
-		case ',':
-			d.pos++
-		case ']':
-			d.pos++
-			d.depth--
-			return nil
-		default:
-			return d.syntaxError("expected ',' or ']'")
-		}
+	return false, d.syntaxError("expected ',' or '" + string(rune(closing)) + "'")
+}
+
+// key reads a member's key and the colon after it, leaving the decoder at
+// the member's value.
+func (d *decoder) key() (string, error) {
+	if d.next() != '"' {
+		return "", d.syntaxError("expected a key")
 	}
+	key, err := d.string()
+	if err != nil {
+		return "", err
+	}
+	if d.next() != ':' {
+		return "", d.syntaxError("expected ':'")
+	}
+	d.pos++
+	return key, nil
 }
 
 // number consumes a number, returning its text.
@@ -241,7 +291,7 @@ func (d *decoder) string() (string, error) {
 		}
 		if d.data[d.pos] == '"' {
 			d.pos++
-			return string(d.data[start : d.pos-1]), nil
+			return d.text(d.data[start : d.pos-1]), nil
 		}
 		break // an escape, a control character or non-ASCII
 	}
@@ -425,7 +475,8 @@ func sliceInto[T any](d *decoder, dst *[]T, elem func(*decoder, *T) error) error
 	}
 	s := *dst
 	i := 0
-	err := d.array(func() error {
+	more, err := d.enter(']')
+	for more && err == nil {
 		if i >= len(s) {
 			if i < cap(s) {
 				s = s[:i+1]
@@ -435,13 +486,41 @@ func sliceInto[T any](d *decoder, dst *[]T, elem func(*decoder, *T) error) error
 			}
 		}
 		i++
-		return elem(d, &s[i-1])
-	})
+		err = elem(d, &s[i-1])
+		if err == nil {
+			more, err = d.more(']')
+		}
+	}
 	if i == 0 {
 		s = []T{}
 	}
 	*dst = s[:i]
 	return err
+}
+
+// eachInto decodes a JSON array element by element into the one elem,
+// handing it to each before the next is decoded, so that a listing of
+// thousands never exists decoded whole. reset readies elem for the next
+// element as a zero value would be. It reports whether the value was an
+// array rather than null; another type is a mismatch, as for sliceInto.
+func eachInto[T any](d *decoder, elem *T, reset func(*T), decode func(*decoder, *T) error, each func(*T) error) (bool, error) {
+	if null, err := d.null(); null || err != nil {
+		return false, err
+	}
+	if d.next() != '[' {
+		return false, d.wrongType("an array")
+	}
+	more, err := d.enter(']')
+	for more && err == nil {
+		reset(elem)
+		if err = decode(d, elem); err == nil {
+			err = each(elem)
+		}
+		if err == nil {
+			more, err = d.more(']')
+		}
+	}
+	return true, err
 }
 
 func (d *decoder) stringsInto(dst *[]string) error {
@@ -461,13 +540,18 @@ func (d *decoder) stringMapInto(dst *map[string]string) error {
 	if *dst == nil {
 		*dst = map[string]string{}
 	}
-	m := *dst
-	return d.object(func(key string) error {
-		var v string
-		err := d.stringInto(&v)
-		m[key] = v
-		return err
-	})
+	more, err := d.enter('}')
+	for more && err == nil {
+		var key, v string
+		if key, err = d.key(); err == nil {
+			err = d.stringInto(&v)
+			(*dst)[key] = v
+		}
+		if err == nil {
+			more, err = d.more('}')
+		}
+	}
+	return err
 }
 
 // structInto decodes an object with field, which decodes the value of the
@@ -480,13 +564,22 @@ func (d *decoder) structInto(names []string, field func(d *decoder, i int) error
 	if d.next() != '{' {
 		return d.wrongType("an object")
 	}
-	return d.object(func(key string) error {
-		i := fieldIndex(names, key)
-		if i < 0 {
-			return d.skip()
+	more, err := d.enter('}')
+	for more && err == nil {
+		var key string
+		if key, err = d.key(); err != nil {
+			break
 		}
-		return field(d, i)
-	})
+		if i := fieldIndex(names, key); i < 0 {
+			err = d.skip()
+		} else {
+			err = field(d, i)
+		}
+		if err == nil {
+			more, err = d.more('}')
+		}
+	}
+	return err
 }
 
 func fieldIndex(names []string, key string) int {
@@ -691,6 +784,32 @@ func (l *loadBalancerList) UnmarshalJSON(data []byte) error {
 
 func (l *instanceList) UnmarshalJSON(data []byte) error {
 	return decodeJSON(data, func(d *decoder) error { return sliceInto(d, (*[]instance)(l), (*decoder).instanceInto) })
+}
+
+// instanceStream decodes a listing of instances as instanceList does, but
+// one instance at a time, handing each to each; listed is set when the
+// listing was an array rather than null.
+type instanceStream struct {
+	each   func(*instance) error
+	listed bool
+}
+
+func (s *instanceStream) UnmarshalJSON(data []byte) error {
+	var in instance
+	return decodeJSON(data, func(d *decoder) (err error) {
+		s.listed, err = eachInto(d, &in, resetInstance, (*decoder).instanceInto, s.each)
+		return err
+	})
+}
+
+// resetInstance empties in for the next instance of a stream, keeping the
+// storage of its addresses and labels: an absent field then reads as
+// empty rather than nil, which nothing tells apart.
+func resetInstance(in *instance) {
+	addresses, labels := in.Addresses[:0], in.Labels
+	clear(addresses[:cap(addresses)])
+	clear(labels)
+	*in = instance{Addresses: addresses, Labels: labels}
 }
 
 func (l *routeList) UnmarshalJSON(data []byte) error {

@@ -1,6 +1,7 @@
 package simcloud
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -81,6 +82,26 @@ func decodeBoth(t *testing.T, data []byte) {
 	}
 	check("instance list", []instance(list), converted, e1, e2)
 
+	// The stream, one reused instance, fails as the list does and hands
+	// over instances the snapshot encodes as it encodes the list's.
+	var streamed [][]byte
+	stream := &instanceStream{each: func(in *instance) error {
+		streamed = append(streamed, appendInstance(nil, in))
+		return nil
+	}}
+	if err := stream.UnmarshalJSON(data); (err == nil) != (e1 == nil) {
+		t.Fatalf("instance stream: error %v, list's %v", err, e1)
+	} else if err == nil {
+		if stream.listed != (list != nil) || len(streamed) != len(list) {
+			t.Fatalf("instance stream: listed %t with %d instances, list %v", stream.listed, len(streamed), list)
+		}
+		for i := range list {
+			if want := appendInstance(nil, &list[i]); !bytes.Equal(streamed[i], want) {
+				t.Fatalf("instance stream: instance %d encodes as %q, the list's as %q", i, streamed[i], want)
+			}
+		}
+	}
+
 	var routes routeList
 	var refRoutes []refRoute
 	e1 = twice(func() error { return routes.UnmarshalJSON(data) })
@@ -99,6 +120,7 @@ func decodeBoth(t *testing.T, data []byte) {
 var jsonSeeds = []string{
 	`{"id":"i-1","name":"node-a","zone":"zone-a","region":"region-1","type":"m5.large","state":"running","addresses":[{"type":"InternalIP","address":"10.0.0.1"}],"labels":{"team":"x"}}`,
 	`[{"id":"i-1","name":"a"},{"id":"i-2","name":"b","addresses":null}]`,
+	`[{"id":"a","addresses":[{"type":"t","address":"x"},{"type":"u"}],"labels":{"k":"v"}},{"id":"b","addresses":[{"address":"y"}]},{"labels":null},{"labels":{}}]`,
 	`{"name":"lb","ip":"192.0.2.7","ports":[{"name":"http","protocol":"TCP","port":80,"nodePort":30080}],"targets":["i-1","i-2"],"healthCheck":{"nodePort":31000,"path":"/healthz"},"sourceRanges":["0.0.0.0/0"],"tags":{"cluster":"k"}}`,
 	`[{"name":"k-r1","destinationCIDR":"10.244.0.0/24","targetInstance":"i-1","targetName":"a","blackhole":false}]`,
 	`{"ID":"upper","NAME":"case","\u212Aey":1,"Ports":[{"PORT":1}]}`,

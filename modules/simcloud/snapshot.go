@@ -1,12 +1,14 @@
 package simcloud
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"time"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk/cache"
+	"github.com/wasmccm/wasmccm/modules/sdk/rest"
 )
 
 // Instances are looked up in a snapshot of the whole listing (GET
@@ -23,21 +25,26 @@ func (p *Provider) newInstanceSnapshot() cache.Snapshot {
 	return cache.Snapshot{Host: p.host, Prefix: "simcloud/instances", List: p.snapshotInstances}
 }
 
-// snapshotInstances lists every instance: the API has one page.
+// snapshotInstances lists every instance: the API has one page. The
+// listing is decoded one instance at a time, each encoded for the snapshot
+// at its exact size, so that a module without a collector, which keeps
+// all it allocates until its instance is recycled, holds the listing
+// about twice (the answer and the entries) rather than several times.
 func (p *Provider) snapshotInstances(ctx context.Context, _ int) (*cache.Page, error) {
-	list, err := p.listInstances(ctx, "listing instances")
-	if err != nil {
+	page := &cache.Page{Total: -1}
+	var scratch []byte
+	stream := &instanceStream{each: func(in *instance) error {
+		scratch = appendInstance(scratch[:0], in)
+		page.Items = append(page.Items, cache.Item{ID: in.ID, Name: in.Name, Value: bytes.Clone(scratch)})
+		return nil
+	}}
+	if _, err := p.api.Do(ctx, &rest.Request{What: "listing instances", Method: "GET", Path: "/v1/instances", Into: stream}); err != nil {
 		return nil, err
 	}
-	// A missing or null body decodes to nil; only an empty array says
+	// A missing or null body decodes to nothing; only an empty array says
 	// there are no instances.
-	if list == nil {
+	if !stream.listed {
 		return nil, errors.New("simcloud: listing instances: GET /v1/instances: the cloud answered 200 without a list")
-	}
-	page := &cache.Page{Items: make([]cache.Item, 0, len(list)), Total: -1}
-	for i := range list {
-		in := &list[i]
-		page.Items = append(page.Items, cache.Item{ID: in.ID, Name: in.Name, Value: appendInstance(nil, in)})
 	}
 	return page, nil
 }

@@ -275,13 +275,16 @@ func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
 		v, _ := s.entry(progressKey+"/derived/"+key, p.gen)
 		return v
 	}
+	// Joined once: a toolchain may join three strings in two allocations,
+	// and a module without a collector keeps each.
+	idKeys, nameKeys := s.Prefix+"/id/", s.Prefix+"/name/"
 	err := readPages(ctx, pager{byNumber: s.List, byToken: s.ListByToken}, p.next, p.listed, func(pg *Page, next cursor, listed int) error {
 		for _, it := range pg.Items {
-			if err := keep(s.Prefix+"/id/"+it.ID, stamp(it.Value)); err != nil {
+			if err := keep(idKeys+it.ID, stamp(it.Value)); err != nil {
 				return err
 			}
 			if it.Name != "" {
-				if err := keep(s.Prefix+"/name/"+it.Name, stamp([]byte(it.ID))); err != nil {
+				if err := keep(nameKeys+it.Name, append(stamp(nil), it.ID...)); err != nil {
 					return err
 				}
 			}
