@@ -188,7 +188,7 @@ func (h *Client) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow boo
 	}
 	defer hresp.Body.Close()
 	h.cfg.Budget.observe(hostLabel, hresp.StatusCode, hresp.Header)
-	body, err := io.ReadAll(io.LimitReader(hresp.Body, h.cfg.MaxResponseBytes+1))
+	body, err := readBody(hresp, h.cfg.MaxResponseBytes)
 	if err != nil {
 		return &abi.HTTPResponse{Error: "reading response: " + err.Error()}, hostLabel, "error"
 	}
@@ -202,4 +202,29 @@ func (h *Client) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow boo
 		}
 	}
 	return out, hostLabel, strconv.Itoa(hresp.StatusCode)
+}
+
+// readBody reads at most limit bytes of resp's body, and one more to tell
+// a longer body: into a buffer of the length the cloud announced, when it
+// did, so that a listing of thousands of objects is not copied again at
+// every doubling as io.ReadAll grows its buffer.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	if resp.ContentLength <= 0 {
+		return io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	}
+	r := io.LimitReader(resp.Body, limit+1)
+	buf := make([]byte, 0, min(resp.ContentLength, limit)+1)
+	for {
+		if len(buf) == cap(buf) { // longer than announced
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
 }
