@@ -303,25 +303,7 @@ func startStageModule(b *testing.B, name string, tc wasmbuild.Toolchain, cfg Con
 
 var stageProviders = []stageProvider{
 	{name: "simcloud", start: func(b *testing.B, tc wasmbuild.Toolchain) (*Module, *abi.Node) {
-		const endpoint = "http://simcloud.bench"
-		cloud := simcloud.New(simcloud.Options{})
-		for i := 1; i <= stageInstances; i++ {
-			if _, err := cloud.AddInstance(simcloud.Instance{
-				ID: fmt.Sprintf("i-%04d", i), Name: stageNodeName(i), Zone: "sim-1b", Region: "sim-1", Type: "sim.medium",
-				Addresses: []simcloud.Address{
-					{Type: simcloud.AddressInternalIP, Address: fmt.Sprintf("10.0.0.%d", i+1)},
-					{Type: simcloud.AddressHostname, Address: stageNodeName(i)},
-				},
-				Labels: map[string]string{"simcloud.example/pool": "default"},
-			}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		m := startStageModule(b, "simcloud", tc, Config{
-			ProviderConfig: []byte(`{"endpoint": "` + endpoint + `", "tokenCredential": ""}`),
-			HTTP:           egress.Config{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{cloud.Handler()}},
-		})
-		return m, stageNode(stageNodeName(42))
+		return startSimcloudModule(b, tc, stageInstances, Config{}), stageNode(stageNodeName(42))
 	}},
 	{name: "hcloud", start: func(b *testing.B, tc wasmbuild.Toolchain) (*Module, *abi.Node) {
 		const endpoint = "http://hcloud.bench"
@@ -368,4 +350,26 @@ var stageProviders = []stageProvider{
 		})
 		return m, node
 	}},
+}
+
+// startSimcloudModule starts the simcloud module built with tc, with cfg,
+// over a simulated cloud of n instances named as stageNodeName names them.
+func startSimcloudModule(b *testing.B, tc wasmbuild.Toolchain, n int, cfg Config) *Module {
+	const endpoint = "http://simcloud.bench"
+	cloud := simcloud.New(simcloud.Options{})
+	for i := 1; i <= n; i++ {
+		if _, err := cloud.AddInstance(simcloud.Instance{
+			ID: fmt.Sprintf("i-%04d", i), Name: stageNodeName(i), Zone: "sim-1b", Region: "sim-1", Type: "sim.medium",
+			Addresses: []simcloud.Address{
+				{Type: simcloud.AddressInternalIP, Address: fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)},
+				{Type: simcloud.AddressHostname, Address: stageNodeName(i)},
+			},
+			Labels: map[string]string{"simcloud.example/pool": "default"},
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg.ProviderConfig = []byte(`{"endpoint": "` + endpoint + `", "tokenCredential": ""}`)
+	cfg.HTTP = egress.Config{AllowedOrigins: []string{endpoint}, Transport: handlerTransport{cloud.Handler()}}
+	return startStageModule(b, "simcloud", tc, cfg)
 }
