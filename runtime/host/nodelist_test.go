@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/component-base/metrics/testutil"
 	"k8s.io/klog/v2"
@@ -115,6 +116,90 @@ func TestNodeListSentOnce(t *testing.T) {
 			klog.Flush()
 			if n := strings.Count(log.String(), "below what an instance holding its load balancer Node list takes"); n != 1 {
 				t.Fatalf("the mark below the list was logged %d times, want once:\n%s", n, log.String())
+			}
+		})
+	}
+}
+
+// TestNodeListAffinityThroughCall: with two instances in the pool, a load
+// balancer call finds its list in the instance holding it even when the
+// other instance was released last, as when two calls end together; calls
+// of other exports take the instance holding no list; and a call with
+// another list replaces the list where it is, so one instance ever holds
+// a list. Taking the last released instance instead sends the list again.
+func TestNodeListAffinityThroughCall(t *testing.T) {
+	ctx := context.Background()
+	svc := abi.Service{Namespace: "default", Name: "web"}
+	listX := []abi.Node{{Name: "a", ProviderID: "test://a"}, {Name: "b", ProviderID: "test://b"}}
+	listY := []abi.Node{{Name: "a", ProviderID: "test://a"}}
+	for _, tc := range toolchains(t) {
+		t.Run(string(tc), func(t *testing.T) {
+			f := newFixture(t, tc, func(c *Config) { c.PoolSize = 2 })
+			var insts []*instance
+			// endTogether takes both instances and gives them back as two
+			// calls ending together would, the one holding no list last.
+			endTogether := func() {
+				t.Helper()
+				insts = insts[:0]
+				for range 2 {
+					inst, err := f.mod.pool.acquire(ctx, nodeListAffinity{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					insts = append(insts, inst)
+				}
+				slices.SortFunc(insts, func(a, b *instance) int {
+					if a.sentNodes == b.sentNodes {
+						return 0
+					}
+					if a.sentNodes {
+						return -1
+					}
+					return 1
+				})
+				for _, inst := range insts {
+					f.mod.pool.release(inst, time.Now())
+				}
+			}
+			endTogether()
+			sent := func() float64 {
+				n, _ := testutil.GetCounterMetricValue(callsTotal.WithLabelValues(f.mod.Name(), abi.ExportSetLoadBalancerNodes, "ok"))
+				return n
+			}
+			ensure := func(list []abi.Node, wantSent float64) {
+				t.Helper()
+				before := sent()
+				if err := f.mod.Call(ctx, abi.ExportEnsureLoadBalancer, &abi.LoadBalancerRequest{Service: svc, Nodes: list}, &abi.LoadBalancerStatus{}); err != nil {
+					t.Fatal(err)
+				}
+				if got := sent() - before; got != wantSent {
+					t.Fatalf("EnsureLoadBalancer over %d Nodes sent the list %v times, want %v", len(list), got, wantSent)
+				}
+			}
+			other := func() {
+				t.Helper()
+				if err := f.mod.Call(ctx, abi.ExportInstanceExists, &abi.Node{Name: "a", ProviderID: "test://a"}, new(abi.Bool)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ensure(listX, 1)
+			endTogether()
+			ensure(listX, 0)
+			other()
+			ensure(listX, 0)
+			endTogether()
+			other()
+			ensure(listY, 1)
+			endTogether()
+			ensure(listY, 0)
+			holders := 0
+			for _, inst := range f.mod.pool.idle {
+				if inst.sentNodes {
+					holders++
+				}
+			}
+			if len(f.mod.pool.idle) != 2 || holders != 1 {
+				t.Fatalf("%d idle instances, %d holding a list; want 2 and 1", len(f.mod.pool.idle), holders)
 			}
 		})
 	}

@@ -2,7 +2,9 @@ package host
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,5 +112,53 @@ func TestPoolClosesIdleInstances(t *testing.T) {
 		if err := mod.Call(ctx, abi.ExportInstanceExists, &abi.Node{Name: "a"}, nil); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestPoolIdleCloseRacesClose: calls whose releases close idle instances,
+// every one idle too long, run while the module is closed. Close waits
+// for them, no call fails but for the module being closed, and no
+// instance outlives Close. Run it with -race.
+func TestPoolIdleCloseRacesClose(t *testing.T) {
+	ctx := context.Background()
+	mod, err := New(ctx, abiModule(okEmpty, nil), Config{Name: "idle-close-race", PoolSize: 4, CallTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod.pool.idleTimeout = 0 // every release closes all other idle instances
+	closedBefore, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close-race"))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				err := mod.Call(ctx, abi.ExportInstanceExists, &abi.Node{Name: "a"}, nil)
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := mod.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	live := liveInstancesOf(mod)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a call failed: %v", err)
+	}
+	if live != 0 {
+		t.Fatalf("Close returned with %d instances of the module live", live)
+	}
+	if closed, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close-race")); closed == closedBefore {
+		t.Fatal("no idle instance was closed: the test raced nothing")
 	}
 }
