@@ -95,15 +95,21 @@ func (w *jsonWriter) stringMap(m map[string]string) {
 	w.b = append(w.b, '}')
 }
 
+// word is the eight bytes of s from i on, as one integer, zeros past its
+// end.
+func word[T string | []byte](s T, i int) uint64 {
+	var w [8]byte
+	copy(w[:], s[i:])
+	return binary.LittleEndian.Uint64(w[:])
+}
+
 // plainPrefix counts the bytes of s from i, up to eight, before the first
 // that a JSON string cannot hold as it is: a control character, '"', '\\'
 // or a byte of a non-ASCII character. It tests the eight as one integer
 // because in a module every loop iteration costs a call out of the
 // compiled code (wazero's check that the call may go on).
 func plainPrefix[T string | []byte](s T, i int) int {
-	var b [8]byte // past the end of s, zeros: control characters
-	copy(b[:], s[i:])
-	x := binary.LittleEndian.Uint64(b[:])
+	x := word(s, i) // past the end of s, zeros: control characters
 	// Each test sets the high bit of the bytes it finds, exactly up to the
 	// first one (a borrow only carries upwards): a byte below 0x20 borrows
 	// into it, and a byte equal to c is a zero byte of x^(lowBits*c).

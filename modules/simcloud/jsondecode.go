@@ -1,7 +1,6 @@
 package simcloud
 
 import (
-	"encoding/binary"
 	"errors"
 	"strconv"
 	"strings"
@@ -62,7 +61,7 @@ func (d *decoder) text(b []byte) string {
 	h := (word(b, 0)*0x9E3779B97F4A7C15 ^ word(b, max(0, len(b)-8)) ^ uint64(len(b))) * 0xFF51AFD7ED558CCD
 	// Two ways of one set, the one used last first: the values an object
 	// repeats stay while the ones it does not (IDs, names) pass through.
-	set := d.recent[h>>59*2:][:2] // the top 5 bits: 32 sets
+	set := d.recent[(h>>59)*2:][:2] // the top 5 bits: 32 sets
 	switch {
 	case sameText(b, set[0]):
 	case sameText(b, set[1]):
@@ -71,13 +70,6 @@ func (d *decoder) text(b []byte) string {
 		set[0], set[1] = string(b), set[0]
 	}
 	return set[0]
-}
-
-// word is the eight bytes of s from i on, zeros past its end.
-func word[T string | []byte](s T, i int) uint64 {
-	var w [8]byte
-	copy(w[:], s[i:])
-	return binary.LittleEndian.Uint64(w[:])
 }
 
 // sameText is string(b) == s, eight bytes at a time, spelled out so that
@@ -510,31 +502,6 @@ func sliceInto[T any](d *decoder, dst *[]T, elem func(*decoder, *T) error) error
 	return err
 }
 
-// eachInto decodes a JSON array element by element into the one elem,
-// handing it to each before the next is decoded, so that a listing of
-// thousands never exists decoded whole. reset readies elem for the next
-// element as a zero value would be. It reports whether the value was an
-// array rather than null; another type is a mismatch, as for sliceInto.
-func eachInto[T any](d *decoder, elem *T, reset func(*T), decode func(*decoder, *T) error, each func(*T) error) (bool, error) {
-	if null, err := d.null(); null || err != nil {
-		return false, err
-	}
-	if d.next() != '[' {
-		return false, d.wrongType("an array")
-	}
-	more, err := d.enter(']')
-	for more && err == nil {
-		reset(elem)
-		if err = decode(d, elem); err == nil {
-			err = each(elem)
-		}
-		if err == nil {
-			more, err = d.more(']')
-		}
-	}
-	return true, err
-}
-
 func (d *decoder) stringsInto(dst *[]string) error {
 	return sliceInto(d, dst, (*decoder).stringInto)
 }
@@ -806,10 +773,30 @@ type instanceStream struct {
 	listed bool
 }
 
+// UnmarshalJSON decodes the array element by element into one instance,
+// handing it to each before the next is decoded, so that a listing of
+// thousands never exists decoded whole. Another type than an array or
+// null is a mismatch, as for instanceList.
 func (s *instanceStream) UnmarshalJSON(data []byte) error {
 	var in instance
-	return decodeJSON(data, func(d *decoder) (err error) {
-		s.listed, err = eachInto(d, &in, resetInstance, (*decoder).instanceInto, s.each)
+	return decodeJSON(data, func(d *decoder) error {
+		if null, err := d.null(); null || err != nil {
+			return err
+		}
+		if d.next() != '[' {
+			return d.wrongType("an array")
+		}
+		s.listed = true
+		more, err := d.enter(']')
+		for more && err == nil {
+			resetInstance(&in)
+			if err = d.instanceInto(&in); err == nil {
+				err = s.each(&in)
+			}
+			if err == nil {
+				more, err = d.more(']')
+			}
+		}
 		return err
 	})
 }

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -207,24 +208,15 @@ func (h *Client) roundTrip(ctx context.Context, req *abi.HTTPRequest, shadow boo
 // readBody reads at most limit bytes of resp's body, and one more to tell
 // a longer body: into a buffer of the length the cloud announced, when it
 // did, so that a listing of thousands of objects is not copied again at
-// every doubling as io.ReadAll grows its buffer.
+// every doubling as io.ReadAll grows its buffer. bytes.Buffer reads while
+// MinRead bytes are free, so that much more lets it meet the end without
+// growing.
 func readBody(resp *http.Response, limit int64) ([]byte, error) {
-	if resp.ContentLength <= 0 {
-		return io.ReadAll(io.LimitReader(resp.Body, limit+1))
-	}
 	r := io.LimitReader(resp.Body, limit+1)
-	buf := make([]byte, 0, min(resp.ContentLength, limit)+1)
-	for {
-		if len(buf) == cap(buf) { // longer than announced
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
+	if resp.ContentLength <= 0 {
+		return io.ReadAll(r)
 	}
+	buf := bytes.NewBuffer(make([]byte, 0, min(resp.ContentLength, limit+1)+bytes.MinRead))
+	_, err := buf.ReadFrom(r)
+	return buf.Bytes(), err
 }

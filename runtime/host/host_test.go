@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -60,6 +61,10 @@ func fakeCloud(t testing.TB) *httptest.Server {
 			http.Redirect(w, r, "http://forbidden.example/", http.StatusFound)
 		case r.URL.Path == "/instances/huge-response":
 			w.Header().Set("X-Zone", "zone-b")
+			w.Write([]byte(strings.Repeat("x", 2<<20)))
+		case r.URL.Path == "/instances/huge-announced-response":
+			// The length announced, which the host sizes its buffer by.
+			w.Header().Set("Content-Length", strconv.Itoa(2<<20))
 			w.Write([]byte(strings.Repeat("x", 2<<20)))
 		case strings.HasPrefix(r.URL.Path, "/instances/"):
 			w.Header().Set("X-Zone", "zone-b")
@@ -194,6 +199,7 @@ func TestStatuses(t *testing.T) {
 				{"cred-not-granted", abi.ExportInstanceMetadata, abi.StatusError, `credential "other" is not in credentials.auth`, 0},
 				{"cred-missing", abi.ExportInstanceMetadata, abi.StatusError, `credential "absent": key "absent" is not in the credentials directory`, 0},
 				{"huge-response", abi.ExportInstanceMetadata, abi.StatusError, "response body exceeds", 0},
+				{"huge-announced-response", abi.ExportInstanceMetadata, abi.StatusError, "response body exceeds", 0},
 			}
 			for _, c := range cases {
 				err := f.mod.Call(context.Background(), c.export, &abi.Node{Name: c.node}, new(abi.InstanceMetadata))

@@ -264,7 +264,12 @@ func (s *Snapshot) fill(ctx context.Context) ([]byte, error) {
 		p = progress{gen: strconv.FormatInt(time.Now().UnixNano(), 36), next: cursor{page: 1}}
 	}
 	buf := make([]byte, 0, 512)
-	stamp := func(v []byte) []byte { return append(append(append(buf[:0], p.gen...), 0), v...) }
+	// The buffer keeps its growth, so values larger than it start with
+	// cost one allocation per fill, not one each.
+	stamp := func(v []byte) []byte {
+		buf = append(append(append(buf[:0], p.gen...), 0), v...)
+		return buf
+	}
 	keep := func(key string, v []byte) error {
 		if err := s.Host.StateSet(key, v); err != nil {
 			return errors.New("cache: keeping " + key + ": " + err.Error())
