@@ -71,13 +71,10 @@ type healthCheck struct {
 	Path     string `json:"path"`
 }
 
-// body encodes lb for POST (withIP: the requested IP, if any) or PUT.
-func (lb *loadBalancer) body(withIP bool) []byte {
-	size := 256 // room for the rest; append grows the buffer if it is short
-	for _, t := range lb.Targets {
-		size += len(t) + 3
-	}
-	w := jsonWriter{b: make([]byte, 0, size)}
+// body appends lb, encoded for POST (withIP: the requested IP, if any) or
+// PUT, to dst. targets is lb.Targets as a JSON array (encodeTargets).
+func (lb *loadBalancer) body(dst []byte, withIP bool, targets []byte) []byte {
+	w := jsonWriter{b: dst}
 	w.raw("{")
 	w.key("name", true)
 	w.str(lb.Name)
@@ -108,7 +105,7 @@ func (lb *loadBalancer) body(withIP bool) []byte {
 	}
 	w.raw("]")
 	w.key("targets", false)
-	w.strings(lb.Targets)
+	w.b = append(w.b, targets...)
 	if hc := lb.HealthCheck; hc != nil {
 		w.key("healthCheck", false)
 		w.raw("{")
@@ -138,12 +135,9 @@ func sameSpec(have, want *loadBalancer) bool {
 	if !slices.Equal(have.Ports, want.Ports) || !slices.Equal(have.SourceRanges, want.SourceRanges) {
 		return false
 	}
-	if len(have.Targets) != len(want.Targets) {
-		return false
-	}
-	ht := slices.Clone(have.Targets)
-	slices.Sort(ht)
-	if !slices.Equal(ht, want.Targets) { // want's are sorted
+	// want's targets are sorted and unique; have's, as long, are equal as
+	// a set only when they are too.
+	if len(have.Targets) != len(want.Targets) || !slices.Equal(sortedUnique(slices.Clone(have.Targets)), want.Targets) {
 		return false
 	}
 	if (have.HealthCheck == nil) != (want.HealthCheck == nil) ||
@@ -322,6 +316,11 @@ type nodeTargets struct {
 	ids    []string
 	byName []*abi.Node
 	valid  bool
+	// idsJSON is ids as a JSON array, once a request body needed it: every
+	// load balancer created or updated over the same Nodes sends the same
+	// targets, and encoding thousands of IDs again for each was most of
+	// what a module's create cost beyond native's (BENCHMARKS.md).
+	idsJSON []byte
 }
 
 func (t *nodeTargets) of(p *Provider, nodes []abi.Node) (ids []string, byName []*abi.Node) {
@@ -345,8 +344,30 @@ func (t *nodeTargets) of(p *Provider, nodes []abi.Node) (ids []string, byName []
 		ids = append(ids, id)
 	}
 	ids = sortedUnique(ids)
-	t.nodes, t.ids, t.byName, t.valid = nodes, ids, byName, true
+	t.nodes, t.ids, t.byName, t.valid, t.idsJSON = nodes, ids, byName, true, nil
 	return ids, byName
+}
+
+// encodeTargets is ids as a JSON array. When ids is the kept list's own
+// (targets returned it unchanged: every Node had a provider ID and none
+// needed checking), the encoding is kept with it.
+func (t *nodeTargets) encodeTargets(ids []string) []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	kept := t.valid && len(ids) > 0 && len(ids) == len(t.ids) && &ids[0] == &t.ids[0]
+	if kept && t.idsJSON != nil {
+		return t.idsJSON
+	}
+	size := 2
+	for _, id := range ids {
+		size += len(id) + 3
+	}
+	w := jsonWriter{b: make([]byte, 0, size)}
+	w.strings(ids)
+	if kept {
+		t.idsJSON = w.b
+	}
+	return w.b
 }
 
 // sortedUnique sorts ids and drops duplicates, as slices.Sort and
@@ -414,8 +435,13 @@ func (p *Provider) write(ctx context.Context, what, method string, lb *loadBalan
 		req.Accept = append(req.Accept, 409)
 	}
 	for verified := false; ; verified = true {
-		req.Body = lb.body(method == "POST")
+		targets := p.nodeTargets.encodeTargets(lb.Targets)
+		buf := p.bodies.get(len(targets) + 256)
+		*buf = lb.body((*buf)[:0], method == "POST", targets)
+		req.Body = *buf
 		resp, err := p.api.Do(ctx, req)
+		req.Body = nil // the caller's req must not keep a buffer given back
+		p.bodies.put(buf)
 		if err != nil || resp.StatusCode != 400 {
 			return req, resp, err
 		}
@@ -429,6 +455,24 @@ func (p *Provider) write(ctx context.Context, what, method string, lb *loadBalan
 		return req, nil, p.api.Error(req, resp) // report the cloud's 400
 	}
 }
+
+// bodyBuffers are the buffers request bodies are written into, reused
+// from one write to the next: a body lists every target, and a module
+// built without a collector keeps each buffer it allocates until its
+// instance is recycled, which then comes sooner.
+type bodyBuffers struct{ pool sync.Pool }
+
+// get returns an empty buffer of at least size bytes.
+func (b *bodyBuffers) get(size int) *[]byte {
+	buf, _ := b.pool.Get().(*[]byte)
+	if buf == nil || cap(*buf) < size {
+		made := make([]byte, 0, size)
+		buf = &made
+	}
+	return buf
+}
+
+func (b *bodyBuffers) put(buf *[]byte) { b.pool.Put(buf) }
 
 // EnsureLoadBalancer creates or updates the Service's load balancer. It is
 // idempotent: the load balancer is found by its name, created only when

@@ -65,6 +65,8 @@ type Provider struct {
 	// nodeTargets is what the last load balancer call's Node list maps
 	// to (loadbalancer.go).
 	nodeTargets nodeTargets
+	// bodies are the request bodies' buffers (loadbalancer.go).
+	bodies bodyBuffers
 }
 
 var (

@@ -802,6 +802,28 @@ func TestLoadBalancerTargetsPerList(t *testing.T) {
 	}
 }
 
+// TestTargetsEncodedOncePerList: the targets' JSON is kept with the Node
+// list they came from, and only with it.
+func TestTargetsEncodedOncePerList(t *testing.T) {
+	e := newEnv(t, "")
+	var kept nodeTargets
+	ids, _ := kept.of(e.p, nodes("id:i-b", "id:i-a"))
+	first := kept.encodeTargets(ids)
+	if string(first) != `["i-a","i-b"]` {
+		t.Fatalf("targets encode as %s", first)
+	}
+	if again := kept.encodeTargets(ids); &again[0] != &first[0] {
+		t.Error("the same list's targets were encoded again")
+	}
+	if other := kept.encodeTargets(slices.Clone(ids)); &other[0] == &first[0] || string(other) != string(first) {
+		t.Errorf("a copy of the targets encodes as %s, from the kept encoding: %v", other, &other[0] == &first[0])
+	}
+	ids, _ = kept.of(e.p, nodes("id:i-c"))
+	if got := kept.encodeTargets(ids); string(got) != `["i-c"]` {
+		t.Errorf("a new list's targets encode as %s", got)
+	}
+}
+
 // TestLoadBalancerTerminatedTarget: a Node whose instance is gone but which
 // Kubernetes has not deleted yet must not block its load balancers.
 func TestLoadBalancerTerminatedTarget(t *testing.T) {
@@ -1070,7 +1092,8 @@ func TestRoutePrefix(t *testing.T) {
 
 func TestJSONWriter(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"uote\back`, "nl\n\r\t\x01\x1f", "ünïcödé ☃", "bad\xffutf8", "<&>",
-		"exactly8", "seven77\"", "0123456789abcdef\\x", "i-0001 and a longer\tone ☃ after"} {
+		"exactly8", "seven77\"", "0123456789abcdef\\x", "i-0001 and a longer\tone ☃ after",
+		"0123456789abcdef01234567", "0123456789abcdef0123456\"", "0123456789abcdef\x01", "0123456789abcdef01234567\n"} {
 		var w jsonWriter
 		w.str(s)
 		var back string
@@ -1086,11 +1109,12 @@ func TestJSONWriter(t *testing.T) {
 		}
 	}
 	lb := &loadBalancer{Name: "n", IP: "1.2.3.4", Ports: []lbPort{{Protocol: "TCP", Port: 1, NodePort: 2}},
-		Targets: []string{}, Tags: map[string]string{"b": "2", "a": "1"}}
-	if got, want := string(lb.body(true)), `{"name":"n","ip":"1.2.3.4","ports":[{"protocol":"TCP","port":1,"nodePort":2}],"targets":[],"tags":{"a":"1","b":"2"}}`; got != want {
+		Targets: []string{"i-1", "i-2"}, Tags: map[string]string{"b": "2", "a": "1"}}
+	targets := new(nodeTargets).encodeTargets(lb.Targets)
+	if got, want := string(lb.body(nil, true, targets)), `{"name":"n","ip":"1.2.3.4","ports":[{"protocol":"TCP","port":1,"nodePort":2}],"targets":["i-1","i-2"],"tags":{"a":"1","b":"2"}}`; got != want {
 		t.Errorf("body = %s\nwant %s", got, want)
 	}
-	if got := string(lb.body(false)); strings.Contains(got, "ip") {
+	if got := string(lb.body(nil, false, targets)); strings.Contains(got, "ip") {
 		t.Errorf("PUT body has an ip: %s", got)
 	}
 }
@@ -1112,6 +1136,7 @@ func TestSameSpec(t *testing.T) {
 		{"source ranges removed", func(h *loadBalancer) { h.SourceRanges = nil }, false},
 		{"other target", func(h *loadBalancer) { h.Targets = []string{"i-a", "i-c"} }, false},
 		{"fewer targets", func(h *loadBalancer) { h.Targets = h.Targets[:1] }, false},
+		{"a target twice, as many", func(h *loadBalancer) { h.Targets = []string{"i-a", "i-a"} }, false},
 		{"port name", func(h *loadBalancer) { h.Ports[0].Name = "" }, false},
 		{"node port", func(h *loadBalancer) { h.Ports[0].NodePort = 30081 }, false},
 		{"no health check", func(h *loadBalancer) { h.HealthCheck = nil }, false},

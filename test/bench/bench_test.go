@@ -120,8 +120,9 @@ func BenchmarkLoadBalancerNodes(b *testing.B) {
 }
 
 // BenchmarkLoadBalancerCreate is EnsureLoadBalancer as the scale test's
-// Services phase calls it: a new Service over 1,000 Nodes, so a GET that
-// finds nothing and a POST with 1,000 targets whose answer lists them all.
+// Services phase calls it: a new Service over 1,000 or 5,000 Nodes (the
+// test's two sizes), so a GET that finds nothing and a POST with a target
+// per Node whose answer lists them all.
 // The Nodes carry what the CCM sends a load balancer call (name, UID,
 // provider ID, addresses; see runtime/provider's lbNodeList), shuffled:
 // the CCM sorts them by name, which a cloud's instance IDs need not
@@ -136,33 +137,34 @@ func BenchmarkLoadBalancerNodes(b *testing.B) {
 // list=new passes a copy each time, as after every change to the Nodes.
 func BenchmarkLoadBalancerCreate(b *testing.B) {
 	ctx := context.Background()
-	const n = 1000
-	for _, list := range []string{"same", "new"} {
-		for _, v := range variants {
-			b.Run(fmt.Sprintf("nodes=%d/list=%s/%s", n, list, v.name), func(b *testing.B) {
-				e := newCloudEnvN(b, simcloud.Global{}, n)
-				t := newCachedTarget(b, e, v, 0)
-				req := lbRequestN(n)
-				for i := range req.Nodes {
-					nd := &req.Nodes[i]
-					nd.Labels, nd.Annotations, nd.PodCIDRs = nil, nil, nil
-				}
-				rand.New(rand.NewPCG(1, 2)).Shuffle(len(req.Nodes), func(i, j int) {
-					req.Nodes[i], req.Nodes[j] = req.Nodes[j], req.Nodes[i]
-				})
-				name := ("a" + strings.ReplaceAll(req.Service.UID, "-", ""))[:32]
-				cpuBefore := processCPU(b)
-				measure(b, func() error {
-					if list == "new" {
-						req.Nodes = slices.Clone(req.Nodes)
+	for _, n := range []int{1000, 5000} {
+		for _, list := range []string{"same", "new"} {
+			for _, v := range variants {
+				b.Run(fmt.Sprintf("nodes=%d/list=%s/%s", n, list, v.name), func(b *testing.B) {
+					e := newCloudEnvN(b, simcloud.Global{}, n)
+					t := newCachedTarget(b, e, v, 0)
+					req := lbRequestN(n)
+					for i := range req.Nodes {
+						nd := &req.Nodes[i]
+						nd.Labels, nd.Annotations, nd.PodCIDRs = nil, nil, nil
 					}
-					if err := t.ensureLoadBalancer(ctx, req); err != nil {
-						return err
-					}
-					return e.cloud.DeleteLoadBalancer(name)
+					rand.New(rand.NewPCG(1, 2)).Shuffle(len(req.Nodes), func(i, j int) {
+						req.Nodes[i], req.Nodes[j] = req.Nodes[j], req.Nodes[i]
+					})
+					name := ("a" + strings.ReplaceAll(req.Service.UID, "-", ""))[:32]
+					cpuBefore := processCPU(b)
+					measure(b, func() error {
+						if list == "new" {
+							req.Nodes = slices.Clone(req.Nodes)
+						}
+						if err := t.ensureLoadBalancer(ctx, req); err != nil {
+							return err
+						}
+						return e.cloud.DeleteLoadBalancer(name)
+					})
+					b.ReportMetric(float64(processCPU(b)-cpuBefore)/float64(b.N), "cpu-ns/op")
 				})
-				b.ReportMetric(float64(processCPU(b)-cpuBefore)/float64(b.N), "cpu-ns/op")
-			})
+			}
 		}
 	}
 }
