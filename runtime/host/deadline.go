@@ -9,8 +9,8 @@ import (
 
 // abortMargin bounds how long guest code runs on once its context has
 // ended (its deadline passed, its caller gave up, or Close aborted it).
-// wazero checks for the end at every loop iteration and before every
-// call into the guest, and the host's blocking functions wait on it: WASI
+// The guest's loops check for the end (checkDeadline) once per
+// loopcheck.Budget, and the host's blocking functions wait on it: WASI
 // sleeps (sleeper), HTTP requests and their rate budget, shared state
 // claims, and OAuth2 token exchanges (which run on their own deadline but
 // are waited for only until the call's ends). What remains is scheduling,
@@ -48,8 +48,9 @@ func (m *Module) stopCause(ctx context.Context) error {
 // sleeper is an instance's WASI sleep (poll_oneoff with a clock
 // subscription), which wazero's Nanosleep gives no context. An instance
 // serves one entry into the guest at a time, and each entry points done at
-// its context, so a sleep ends with the entry; WithCloseOnContextDone then
-// stops the guest.
+// its context, so a sleep ends with the entry; the loop check
+// (checkDeadline, or wazero's for a module without it) then stops the
+// guest.
 type sleeper struct{ done <-chan struct{} }
 
 func (s *sleeper) sleep(ns int64) {

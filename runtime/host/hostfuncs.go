@@ -2,14 +2,17 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
+	"github.com/wasmccm/wasmccm/runtime/host/internal/loopcheck"
 )
 
 // hostFunctionSignatures is the import side of the ABI, checked against a
@@ -45,7 +48,27 @@ func instantiateHostFunctions(ctx context.Context, rt wazero.Runtime) error {
 	if _, err := b.Instantiate(ctx); err != nil {
 		return fmt.Errorf("instantiating host functions: %w", err)
 	}
+	_, err := rt.NewHostModuleBuilder(loopcheck.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkDeadline), nil, nil).Export(loopcheck.ImportName).
+		Instantiate(ctx)
+	if err != nil {
+		return fmt.Errorf("instantiating the loop check: %w", err)
+	}
 	return nil
+}
+
+// checkDeadline is what an instrumented module's loops call whenever they
+// have spent loopcheck.Budget: it stops the guest once the entry's context
+// has ended, with the exit code wazero's own check gives, and in any case
+// hands the goroutine back to the Go scheduler for a moment.
+func checkDeadline(ctx context.Context, _ api.Module, _ []uint64) {
+	switch err := ctx.Err(); {
+	case err == nil:
+	case errors.Is(err, context.DeadlineExceeded):
+		panic(sys.NewExitError(sys.ExitCodeDeadlineExceeded))
+	default:
+		panic(sys.NewExitError(sys.ExitCodeContextCanceled))
+	}
 }
 
 // caller returns the running call's instance and module. Host functions are

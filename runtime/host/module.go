@@ -18,6 +18,7 @@ import (
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/runtime/credentials"
 	"github.com/wasmccm/wasmccm/runtime/egress"
+	"github.com/wasmccm/wasmccm/runtime/host/internal/loopcheck"
 	"github.com/wasmccm/wasmccm/runtime/origin"
 	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
@@ -258,8 +259,44 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	if err := checkBounds(wasm, cfg); err != nil {
 		return nil, nil, err
 	}
+	// A module whose loops check in with the host (loopcheck) is stopped
+	// from that check. One the rewrite refuses, or that does not compile
+	// once rewritten, runs as it came, under wazero's own check: slower,
+	// and with wazero's error for a module that is invalid.
+	instrumented, err := instrument(wasm)
+	if err == nil {
+		rt, compiled, cerr := compileWith(ctx, instrumented, cfg, false)
+		var timeout *compileTimeoutError
+		if cerr == nil || errors.As(cerr, &timeout) {
+			return rt, compiled, cerr
+		}
+		err = cerr
+	}
+	rt, compiled, cerr := compileWith(ctx, wasm, cfg, true)
+	if cerr == nil {
+		klog.InfoS("Running the module under wazero's deadline check, which makes its loops slower: they could not be instrumented",
+			"module", cfg.Name, "err", err)
+	}
+	return rt, compiled, cerr
+}
+
+// instrument is loopcheck.Instrument, which tests replace.
+var instrument = loopcheck.Instrument
+
+// compileTimeoutError is the compile error of a module that took longer
+// than Config.CompileTimeout.
+type compileTimeoutError struct{ limit time.Duration }
+
+func (e *compileTimeoutError) Error() string {
+	return fmt.Sprintf("compiling the module took longer than %s; it was abandoned", e.limit)
+}
+
+// compileWith compiles wasm in a new runtime; closeOnDone makes wazero stop
+// calls whose context ends, which a module without loopcheck's import
+// needs.
+func compileWith(ctx context.Context, wasm []byte, cfg Config, closeOnDone bool) (wazero.Runtime, wazero.CompiledModule, error) {
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithCloseOnContextDone(true).
+		WithCloseOnContextDone(closeOnDone).
 		WithMemoryLimitPages(cfg.MemoryLimitPages)
 	var cache *compilationCache
 	if cfg.CompilationCacheDir != "" {
@@ -284,7 +321,7 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	if err != nil {
 		rt.Close(ctx)
 		if errors.Is(compileCtx.Err(), context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("compiling the module took longer than %s; it was abandoned", cfg.CompileTimeout)
+			return nil, nil, &compileTimeoutError{cfg.CompileTimeout}
 		}
 		return nil, nil, fmt.Errorf("invalid wasm module: %w", err)
 	}
@@ -399,7 +436,7 @@ func inspect(compiled wazero.CompiledModule) (Info, map[string]bool, []string) {
 	for _, def := range compiled.ImportedFunctions() {
 		module, name, _ := def.Import()
 		switch module {
-		case wasi_snapshot_preview1.ModuleName:
+		case wasi_snapshot_preview1.ModuleName, loopcheck.ImportModule:
 		case abi.ImportModule:
 			sig, known := hostFunctionSignatures[name]
 			if known {

@@ -168,6 +168,9 @@ func TestHangingStartUpFailsNew(t *testing.T) {
 		{"start function sleeps", func(m *wt.Module) {
 			m.Funcs = append(m.Funcs, wt.Func{Export: "_initialize", Body: sleep(guestSleep)})
 		}, "start functions stopped: ran past the 300ms call timeout", true},
+		{"start function spins", func(m *wt.Module) {
+			m.Funcs = append(m.Funcs, wt.Func{Export: "_initialize", Body: wt.LoopForever})
+		}, "start functions stopped: ran past the 300ms call timeout", true},
 		{"ABI version sleeps", setBody(abi.ExportABIVersion, wt.Seq(sleep(guestSleep), wt.I32Const(abi.Version))),
 			"wasmccm_abi_version: module call failed (timeout): ran past the 300ms call timeout", true},
 		{"init sleeps", setBody(abi.ExportInit, wt.Seq(sleep(guestSleep), okEmpty)),

@@ -19,7 +19,7 @@ const guestworkModule = "testdata/guestwork"
 // call) and natively: decoding the cloud's JSON answer with encoding/json,
 // and decoding the ABI messages. It explains where BenchmarkCall's time
 // goes; see testdata/guestwork/work. The -unchecked variants are compiled
-// without the deadline checks runtime/host needs (see benchGuestWork).
+// without wazero's deadline check (see benchGuestWork).
 func BenchmarkGuest(b *testing.B) {
 	for kind := range work.Kinds {
 		b.Run(work.Names[kind], func(b *testing.B) {
@@ -41,10 +41,13 @@ func BenchmarkGuest(b *testing.B) {
 }
 
 // benchGuestWork calls the guestwork module's export once per iteration.
-// checked compiles it as runtime/host does, with WithCloseOnContextDone
-// (a deadline check at every loop header of the guest's code, which is
-// what lets the host stop a guest that loops forever) and a context with
-// a deadline on every call; unchecked leaves both out, to show their cost.
+// checked compiles it with WithCloseOnContextDone (an exit to Go at every
+// loop header of the guest's code, which is what lets wazero stop a guest
+// that loops forever) and a context with a deadline on every call;
+// unchecked leaves both out, to show their cost. runtime/host runs a
+// module under wazero's check only when it cannot instrument it with its
+// own, which checks in once per loop budget
+// (runtime/host/internal/loopcheck): unchecked is what that comes close to.
 func benchGuestWork(b *testing.B, tc wasmbuild.Toolchain, kind int, checked bool) {
 	ctx := context.Background()
 	wasm := moduleWasm(b, guestworkModule, tc)

@@ -1,0 +1,92 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmccm/wasmccm/abi"
+	wt "github.com/wasmccm/wasmccm/internal/wasmtest"
+	"github.com/wasmccm/wasmccm/runtime/host/internal/loopcheck"
+)
+
+// checksIn reports whether compiled imports loopcheck's check: whether the
+// host runs it instrumented rather than under wazero's check.
+func checksIn(compiled wazero.CompiledModule) bool {
+	return slices.ContainsFunc(compiled.ImportedFunctions(), func(def api.FunctionDefinition) bool {
+		module, _, _ := def.Import()
+		return module == loopcheck.ImportModule
+	})
+}
+
+// TestGuestsAreInstrumented: what Go and TinyGo build is rewritten, not
+// run under wazero's slower check.
+func TestGuestsAreInstrumented(t *testing.T) {
+	for _, tc := range toolchains(t) {
+		rt, compiled, err := compile(context.Background(), guestWasm(t, "testprovider", tc), Config{Name: "instrumented"}.withDefaults())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !checksIn(compiled) {
+			t.Errorf("the %s guest runs under wazero's check", tc)
+		}
+		closeRuntime(context.Background(), rt, compiled)
+	}
+}
+
+// TestSpinningGuestLetsCollectionRun: a guest spinning in a loop gives the
+// goroutine back often enough that a collection, which stops every
+// goroutine, finishes long before the call's deadline.
+func TestSpinningGuestLetsCollectionRun(t *testing.T) {
+	log, running := signalOn("running")
+	mod, err := New(context.Background(), stallModule(setBody(abi.ExportInstanceExists, wt.Seq(logLine("running"), wt.LoopForever, okEmpty))),
+		Config{Name: "spin-gc", PoolSize: 1, CallTimeout: 3 * time.Second, Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(context.Background())
+	callErr := make(chan error, 1)
+	go func() { callErr <- mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil) }()
+	awaitSignal(t, running, "the guest")
+	start := time.Now()
+	runtime.GC()
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a collection took %s while the guest spun", took)
+	}
+	var failure *FailureError
+	if err := <-callErr; !errors.As(err, &failure) || failure.Reason != ReasonTimeout {
+		t.Fatalf("the spinning call: %v, want a timeout", err)
+	}
+}
+
+// TestRefusedRewriteStillStops: a module the rewrite refuses runs under
+// wazero's check, which stops it at its deadline all the same.
+func TestRefusedRewriteStillStops(t *testing.T) {
+	defer func(orig func([]byte) ([]byte, error)) { instrument = orig }(instrument)
+	instrument = func([]byte) ([]byte, error) { return nil, errors.New("refused for the test") }
+	const timeout = 300 * time.Millisecond
+	mod, err := New(context.Background(), stallModule(setBody(abi.ExportInstanceExists, wt.Seq(wt.LoopForever, okEmpty))),
+		Config{Name: "refused-rewrite", PoolSize: 1, CallTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(context.Background())
+	if checksIn(mod.compiled) {
+		t.Fatal("the module was instrumented")
+	}
+	start := time.Now()
+	err = mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil)
+	var failure *FailureError
+	if !errors.As(err, &failure) || failure.Reason != ReasonTimeout {
+		t.Fatalf("the spinning call: %v, want a timeout", err)
+	}
+	if took := time.Since(start); took > timeout+abortMargin {
+		t.Fatalf("the spinning call returned after %s, want at most %s", took, timeout+abortMargin)
+	}
+}
