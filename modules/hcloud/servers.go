@@ -76,9 +76,9 @@ func (p *Provider) listServers(ctx context.Context, page int) (*cache.Page, erro
 }
 
 // Snapshot entries are in the ABI's binary encoding rather than JSON:
-// every lookup decodes one, and in a module each loop iteration costs a
-// trip out of the guest's code (the host's deadline check), which a
-// length-prefixed encoding, copied rather than scanned, mostly avoids;
+// every lookup decodes one, and in a module each loop iteration also
+// counts down the host's deadline budget, which a length-prefixed
+// encoding, copied rather than scanned, mostly avoids;
 // encoding/json's reflection costs more still.
 
 // appendServer encodes s for the snapshot.

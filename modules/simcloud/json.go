@@ -123,8 +123,8 @@ func plainRun[T string | []byte](s T, i int) int {
 // plainPrefix counts the bytes of s from i, up to eight, before the first
 // that a JSON string cannot hold as it is: a control character, '"', '\\'
 // or a byte of a non-ASCII character. It tests the eight as one integer
-// because in a module every loop iteration costs a call out of the
-// compiled code (wazero's check that the call may go on).
+// because in a module every loop iteration also counts down the host's
+// deadline budget.
 func plainPrefix[T string | []byte](s T, i int) int {
 	x := word(s, i) // past the end of s, zeros: control characters
 	// Each test sets the high bit of the bytes it finds, exactly up to the

@@ -53,7 +53,8 @@ const maxRecentBytes = 32
 
 // text returns b as a string, the one decoded before when it is recent.
 // It looks at b eight bytes at a time, with no loop over its bytes: in a
-// module, every turn of a loop costs a deadline check.
+// module, every turn of a loop also counts down the host's deadline
+// budget.
 func (d *decoder) text(b []byte) string {
 	if len(b) > maxRecentBytes {
 		return string(b)

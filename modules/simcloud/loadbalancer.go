@@ -371,10 +371,10 @@ func (t *nodeTargets) encodeTargets(ids []string) []byte {
 }
 
 // sortedUnique sorts ids and drops duplicates, as slices.Sort and
-// slices.Compact do. In a module every loop iteration costs a call out of
-// the compiled code (wazero's check that the call may go on), and
-// comparing strings byte by byte is a loop: comparing their first eight
-// bytes as one integer first leaves most comparisons without one.
+// slices.Compact do. In a module every loop iteration also counts down
+// the host's deadline budget, and comparing strings byte by byte is a
+// loop: comparing their first eight bytes as one integer first leaves
+// most comparisons without one.
 func sortedUnique(ids []string) []string {
 	keyed := make([]keyedID, len(ids))
 	for i, id := range ids {

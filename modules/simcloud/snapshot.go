@@ -51,8 +51,8 @@ func (p *Provider) snapshotInstances(ctx context.Context, _ int) (*cache.Page, e
 
 // Snapshot entries are in the ABI's binary encoding rather than the API's
 // JSON: every lookup decodes one, and in a module each loop iteration
-// costs a trip out of the guest's code (the host's deadline check), which
-// a length-prefixed encoding, copied rather than scanned, mostly avoids.
+// also counts down the host's deadline budget, which a length-prefixed
+// encoding, copied rather than scanned, mostly avoids.
 
 // appendInstance encodes in for the snapshot.
 func appendInstance(b []byte, in *instance) []byte {

@@ -5,9 +5,9 @@
 // wazero stops such a call by checking, at every loop header, whether the
 // module was closed; with WithCloseOnContextDone each check is an exit
 // from the compiled code into Go. Guest code is mostly loops over bytes
-// (decoding, comparing, copying strings), and under that check a TinyGo
-// module decoding a 55 KB JSON answer took six times as long as without
-// it. A module rewritten here counts what its loops run against a budget
+// (decoding, comparing, copying strings), and that check came to several
+// times what the loops themselves cost (BENCHMARKS.md has the figures).
+// A module rewritten here counts what its loops run against a budget
 // in a global of its own, inline, and calls the imported check only when
 // the budget is spent; the host compiles it without wazero's check and
 // stops it from the import. The check also hands the goroutine back to the
@@ -40,7 +40,7 @@ const (
 // import, counted in bytes of code: each turn of a loop costs the loop's
 // length. A tight loop then calls the host every few tens of thousands of
 // turns, and a loop with a long body every few turns, so that the time
-// between two calls stays about the same, well under a millisecond.
+// between two calls stays about the same whatever the loop.
 const Budget = 1 << 20
 
 // Section IDs of the binary format.
