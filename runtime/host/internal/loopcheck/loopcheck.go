@@ -48,7 +48,6 @@ const (
 	secCustom    = 0
 	secType      = 1
 	secImport    = 2
-	secFunction  = 3
 	secGlobal    = 6
 	secExport    = 7
 	secStart     = 8
@@ -57,8 +56,9 @@ const (
 	secDataCount = 12
 )
 
-// Instrument returns wasm rewritten so that every loop header counts down a
-// new global and calls ImportModule.ImportName when it reaches zero.
+// Instrument returns wasm rewritten so that every loop header takes the
+// loop's length from a new global and, once Budget is spent, refills it
+// and calls ImportModule.ImportName.
 func Instrument(wasm []byte) ([]byte, error) {
 	r := &reader{b: wasm}
 	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || binary.LittleEndian.Uint32(wasm[4:8]) != 1 {
