@@ -33,9 +33,7 @@ func (w *jsonWriter) key(name string, first bool) {
 func (w *jsonWriter) str(s string) {
 	const hex = "0123456789abcdef"
 	w.b = append(w.b, '"')
-	i := plainRun(s, 0)
-	w.b = append(w.b, s[:i]...)
-	for i < len(s) {
+	for i := 0; i < len(s); {
 		if n := plainPrefix(s, i); n > 0 {
 			w.b = append(w.b, s[i:i+n]...)
 			i += n
@@ -103,21 +101,6 @@ func word[T string | []byte](s T, i int) uint64 {
 	var w [8]byte
 	copy(w[:], s[i:])
 	return binary.LittleEndian.Uint64(w[:])
-}
-
-// plainRun is plainPrefix over up to 24 bytes, without a loop: the short
-// strings a cloud's answers are made of (IDs, names, zones, addresses)
-// then pass with no turn of a loop. plainPrefix returns eight only when
-// eight bytes were there, so the next word starts within s.
-func plainRun[T string | []byte](s T, i int) int {
-	n := plainPrefix(s, i)
-	if n == 8 {
-		n += plainPrefix(s, i+8)
-		if n == 16 {
-			n += plainPrefix(s, i+16)
-		}
-	}
-	return n
 }
 
 // plainPrefix counts the bytes of s from i, up to eight, before the first

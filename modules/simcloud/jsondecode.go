@@ -73,14 +73,18 @@ func (d *decoder) text(b []byte) string {
 	return set[0]
 }
 
-// sameText is string(b) == s for b of at most maxRecentBytes, eight bytes
-// at a time and without a loop, spelled out so that no toolchain
-// allocates the conversion.
+// sameText is string(b) == s, eight bytes at a time, spelled out so that
+// no toolchain allocates the conversion.
 func sameText(b []byte, s string) bool {
-	return len(b) == len(s) && word(b, 0) == word(s, 0) &&
-		(len(b) <= 8 || word(b, 8) == word(s, 8)) &&
-		(len(b) <= 16 || word(b, 16) == word(s, 16)) &&
-		(len(b) <= 24 || word(b, 24) == word(s, 24))
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i += 8 {
+		if word(b, i) != word(s, i) {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeJSON decodes data with value, which reads one JSON value.
@@ -108,9 +112,6 @@ func (d *decoder) wrongType(want string) error {
 }
 
 func (d *decoder) skipSpace() {
-	if d.pos >= len(d.data) || d.data[d.pos] > ' ' {
-		return // no space, as between most tokens: no turn of the loop
-	}
 	for d.pos < len(d.data) {
 		switch d.data[d.pos] {
 		case ' ', '\t', '\n', '\r':
@@ -287,9 +288,7 @@ func (d *decoder) number() (string, error) {
 func (d *decoder) string() (string, error) {
 	d.pos++ // "
 	start := d.pos
-	// Fast path: no escapes, all ASCII; a short string takes no turn of
-	// the loop.
-	d.pos += plainRun(d.data, d.pos)
+	// Fast path: no escapes, all ASCII.
 	for d.pos < len(d.data) {
 		if n := plainPrefix(d.data, d.pos); n > 0 {
 			d.pos += n
@@ -332,10 +331,6 @@ func (d *decoder) string() (string, error) {
 // a skipped value costs no allocation.
 func (d *decoder) skipString() error {
 	d.pos++ // "
-	if d.pos += plainRun(d.data, d.pos); d.pos < len(d.data) && d.data[d.pos] == '"' {
-		d.pos++
-		return nil // a short plain string: no turn of the loop
-	}
 	for d.pos < len(d.data) {
 		if n := plainPrefix(d.data, d.pos); n > 0 {
 			d.pos += n

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,5 +89,39 @@ func TestRefusedRewriteStillStops(t *testing.T) {
 	}
 	if took := time.Since(start); took > timeout+abortMargin {
 		t.Fatalf("the spinning call returned after %s, want at most %s", took, timeout+abortMargin)
+	}
+}
+
+// TestModuleCannotReachTheCounter: a module that sets, in a loop, the
+// global the rewrite adds (an index invalid as the module is written)
+// would keep its budget from ever running out, so that neither its
+// deadline nor a collection could stop it. It is refused at load.
+func TestModuleCannotReachTheCounter(t *testing.T) {
+	resetCounter := wt.Seq([]byte{0x03, 0x40}, wt.I32Const(1<<30), []byte{0x24, 0x00, 0x0c, 0x00, 0x0b}) // loop: global.set 0; br 0
+	mod, err := New(context.Background(), stallModule(setBody(abi.ExportInstanceExists, wt.Seq(resetCounter, okEmpty))),
+		Config{Name: "counter-reset", PoolSize: 1, CallTimeout: 300 * time.Millisecond})
+	if err == nil {
+		mod.Close(context.Background())
+		t.Fatal("New accepted a module that sets a global it does not define")
+	}
+	if !strings.Contains(err.Error(), "invalid wasm module") {
+		t.Fatalf("New: %v, want the module refused as invalid", err)
+	}
+}
+
+// BenchmarkInstrument is the rewrite's cost, paid each time a module is
+// compiled, cache hits included, for the Go and TinyGo test providers.
+func BenchmarkInstrument(b *testing.B) {
+	for _, tc := range toolchains(b) {
+		wasm := guestWasm(b, "testprovider", tc)
+		b.Run(string(tc), func(b *testing.B) {
+			b.SetBytes(int64(len(wasm)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := loopcheck.Instrument(wasm); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -159,6 +159,16 @@ func (m *rewrite) function(i uint32) uint32 {
 	return i
 }
 
+// global refuses a reference to a global the module does not have. The
+// counter takes the first index past the module's globals, so such a
+// reference, invalid as written, would reach it once rewritten: a module
+// that kept setting it would never call the check, and never stop.
+func (m *rewrite) global(r *reader, i uint32) {
+	if i >= m.counter() {
+		r.fail(fmt.Errorf("reference to global %d, past the module's %d", i, m.counter()))
+	}
+}
+
 // count reads the counts the new indices derive from.
 func (m *rewrite) count(sections []section) error {
 	for _, s := range sections {
@@ -203,10 +213,12 @@ func (m *rewrite) addType(body []byte) []byte { return appendVec(body, []byte{0x
 
 // addImport appends the check's import to an import section's body.
 func (m *rewrite) addImport(body []byte) []byte {
-	entry := appendName(nil, ImportModule)
-	entry = appendName(entry, ImportName)
-	entry = append(entry, 0)
-	return appendVec(body, binary.AppendUvarint(entry, uint64(m.checkType())))
+	w := &writer{}
+	w.name(ImportModule)
+	w.name(ImportName)
+	w.raw([]byte{0}) // a function
+	w.u32(m.checkType())
+	return appendVec(body, w.b)
 }
 
 // addGlobal appends the counter, a mutable i32 starting at Budget, to a
@@ -256,8 +268,11 @@ func (m *rewrite) section(s section) (body []byte, keep bool, err error) {
 			kind := r.byte()
 			w.raw([]byte{kind})
 			idx := r.u32()
-			if kind == 0 {
+			switch kind {
+			case 0:
 				idx = m.function(idx)
+			case 3:
+				m.global(r, idx)
 			}
 			w.u32(idx)
 		}
@@ -443,6 +458,8 @@ func (m *rewrite) code(r *reader, w *writer, constant bool) {
 			w.raw([]byte{op})
 			w.u32(m.function(r.u32()))
 			continue
+		case op == 0x23 || op == 0x24: // global.get, global.set
+			m.global(r, r.u32())
 		default:
 			r.immediates(op)
 		}
@@ -662,11 +679,6 @@ func (w *writer) u32(v uint32) { w.b = binary.AppendUvarint(w.b, uint64(v)) }
 func (w *writer) name(s string) {
 	w.u32(uint32(len(s)))
 	w.b = append(w.b, s...)
-}
-
-func appendName(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
 }
 
 func appendSleb(b []byte, v int64) []byte {

@@ -181,6 +181,14 @@ func TestInstrumentRefuses(t *testing.T) {
 			sec(1, vec([]byte{0x60, 0, 0})), sec(3, vec([]byte{0})),
 			sec(10, vec(body([]byte{0xfb, 0x00})))),
 		},
+		{"a global past the module's", "reference to global 0, past the module's 0", module(
+			sec(1, vec([]byte{0x60, 0, 0})), sec(3, vec([]byte{0})),
+			sec(10, vec(body([]byte{0x41, 0x00, 0x24, 0x00})))),
+		},
+		{"an export of it", "reference to global 1, past the module's 1", module(
+			sec(6, vec([]byte{0x7f, 0x00, 0x41, 0x00, 0x0b})),
+			sec(7, vec(cat(str("g"), []byte{0x03, 0x01})))),
+		},
 		{"code without end", "code ends without end", module(
 			sec(1, vec([]byte{0x60, 0, 0})), sec(3, vec([]byte{0})),
 			sec(10, vec(sized([]byte{0x00, 0x01})))),
