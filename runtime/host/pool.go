@@ -58,6 +58,14 @@ func (p *pool) acquire(ctx context.Context, want nodeListAffinity) (*instance, e
 	select {
 	case p.slots <- struct{}{}:
 	case <-ctx.Done():
+		// Close ends the contexts of the calls waiting here once it has
+		// drained the pool: their callers retry on the module that
+		// replaced this one, as they do when closed wins the select.
+		select {
+		case <-p.closed:
+			return nil, ErrClosed
+		default:
+		}
 		return nil, ctx.Err()
 	case <-p.closed:
 		return nil, ErrClosed

@@ -145,7 +145,12 @@ func TestPoolIdleCloseRacesClose(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(50 * time.Millisecond)
+	// Close once the race is on: releases are closing idle instances.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if closed, _ := testutil.GetCounterMetricValue(instancesIdleClosed.WithLabelValues("idle-close-race")); closed > closedBefore+2 {
+			break
+		}
+	}
 	if err := mod.Close(ctx); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
