@@ -19,11 +19,16 @@ type Import struct {
 }
 
 // Func is a defined function; Export names it in the export section when
-// set. Body is its instructions without the final end.
+// set. Locals are the value types of its locals, one each, numbered after
+// its parameters. Body is its instructions without the final end. Start
+// makes it the module's start function; InTable puts it in the module's
+// table, in the order of the functions, for CallIndirect.
 type Func struct {
 	Export          string
 	Params, Results []byte
+	Locals          []byte
 	Body            []byte
+	Start, InTable  bool
 }
 
 // Module is a module to assemble. MemoryPages > 0 defines and exports a
@@ -63,6 +68,16 @@ func (m Module) Bytes() []byte {
 	}
 	out = section(out, 3, vector(funcs))
 
+	var table [][]byte
+	for i, f := range m.Funcs {
+		if f.InTable {
+			table = append(table, uleb(nil, uint64(len(m.Imports)+i)))
+		}
+	}
+	if len(table) > 0 {
+		out = section(out, 4, vector([][]byte{uleb([]byte{0x70, 0x00}, uint64(len(table)))}))
+	}
+
 	if m.MemoryPages > 0 {
 		out = section(out, 5, vector([][]byte{uleb([]byte{0x00}, uint64(m.MemoryPages))}))
 	}
@@ -79,9 +94,23 @@ func (m Module) Bytes() []byte {
 	}
 	out = section(out, 7, vector(exports))
 
+	for i, f := range m.Funcs {
+		if f.Start {
+			out = section(out, 8, uleb(nil, uint64(len(m.Imports)+i)))
+		}
+	}
+	if len(table) > 0 {
+		segment := append([]byte{0x00}, I32Const(0)...) // active, table 0, at 0
+		out = section(out, 9, vector([][]byte{append(append(segment, 0x0b), vector(table)...)}))
+	}
+
 	var bodies [][]byte
 	for _, f := range m.Funcs {
-		body := append([]byte{0x00}, f.Body...) // no locals
+		var locals [][]byte
+		for _, t := range f.Locals {
+			locals = append(locals, []byte{0x01, t})
+		}
+		body := append(vector(locals), f.Body...)
 		body = append(body, 0x0b)
 		bodies = append(bodies, append(uleb(nil, uint64(len(body))), body...))
 	}
@@ -124,6 +153,14 @@ func I64Const(v int64) []byte { return sleb([]byte{0x42}, v) }
 
 // Call calls function index idx.
 func Call(idx uint32) []byte { return uleb([]byte{0x10}, uint64(idx)) }
+
+// CallIndirect calls the table's entry whose index is on the stack, as a
+// function of the type of function index typeOf: every import and
+// function has a type of its own, numbered as the functions are.
+func CallIndirect(typeOf uint32) []byte { return append(uleb([]byte{0x11}, uint64(typeOf)), 0x00) }
+
+// LocalGet pushes local i.
+func LocalGet(i uint32) []byte { return uleb([]byte{0x20}, uint64(i)) }
 
 // Drop discards the top of the stack.
 var Drop = []byte{0x1a}

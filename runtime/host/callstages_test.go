@@ -119,7 +119,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 	stage("entry", func(b *testing.B) {
 		onInstance(b, m, func(ctx context.Context, inst *instance) {
 			for b.Loop() {
-				if err := inst.run(ctx, abi.ExportABIVersion, inst.version); err != nil {
+				if err := inst.run(ctx, abi.ExportABIVersion, abi.ExportABIVersion, 0, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -129,8 +129,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 		input := abi.Marshal(nil, node)
 		onInstance(b, m, func(ctx context.Context, inst *instance) {
 			for b.Loop() {
-				inst.stack[0] = uint64(len(input))
-				if err := inst.run(ctx, abi.ExportAlloc, inst.alloc); err != nil {
+				if err := inst.run(ctx, abi.ExportAlloc, abi.ExportAlloc, uint64(len(input)), 0); err != nil {
 					b.Fatal(err)
 				}
 				if !inst.mem.Write(uint32(inst.stack[0]), input) {
@@ -208,20 +207,17 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 	prepare := func() {
 		input := abi.Marshal(nil, in)
 		size = uint32(len(input))
-		inst.stack[0] = uint64(size)
-		if err := inst.run(context.WithValue(ctx, instanceKey{}, inst), abi.ExportAlloc, inst.alloc); err != nil {
+		if err := inst.run(context.WithValue(ctx, instanceKey{}, inst), abi.ExportAlloc, abi.ExportAlloc, uint64(size), 0); err != nil {
 			b.Fatal(err)
 		}
 		ptr = uint32(inst.stack[0])
 		inst.mem.Write(ptr, input)
 	}
 	prepare()
-	fn := inst.method(export)
 	for b.Loop() {
 		callCtx := context.WithValue(ctx, instanceKey{}, inst)
 		inst.hasPending, inst.pending = false, nil
-		inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
-		if err := inst.run(callCtx, export, fn); err != nil {
+		if err := inst.run(callCtx, export, export, uint64(ptr), uint64(size)); err != nil {
 			b.Fatal(err)
 		}
 		m.state.ReleaseClaims(&inst.claims)
@@ -232,7 +228,6 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 				b.Fatal(err)
 			}
 			prepare()
-			fn = inst.method(export)
 			b.StartTimer()
 		}
 	}

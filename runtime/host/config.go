@@ -30,6 +30,11 @@ type Config struct {
 	// MemoryLimitPages caps each instance's linear memory in 64 KiB pages.
 	// Default 2048 (128 MiB).
 	MemoryLimitPages uint32
+	// StackLimitBytes is the most host memory one instance's call stack
+	// may take, which the memory budget counts beside its linear memory.
+	// A call whose frames would pass it traps (see FrameBound). Default
+	// DefaultStackLimitBytes.
+	StackLimitBytes int
 
 	// RecycleAbovePages is the high-water mark of an instance's linear
 	// memory: after a call, an instance whose memory is larger is closed
@@ -77,6 +82,11 @@ type Config struct {
 	HTTP        egress.Config
 	Credentials credentials.Config
 
+	// OnStuck, when set, is told when the host stops waiting for guest
+	// code that ran on past its deadline (what names the export, or
+	// "making an instance"): its instance stays until the code returns.
+	OnStuck func(what string)
+
 	// Log, when set, receives the module's log lines, stdout and stderr
 	// included, at every level and unthrottled, instead of klog: tools use
 	// it to show or check what a module logs.
@@ -85,6 +95,22 @@ type Config struct {
 
 // DefaultSharedStateBytes is Config.SharedStateBytes's default.
 const DefaultSharedStateBytes = 8 << 20
+
+// DefaultStackLimitBytes is Config.StackLimitBytes's default: room for
+// the deepest calls of the shipped modules many times over
+// (TestStackLimitFitsShippedModules).
+const DefaultStackLimitBytes = 8 << 20
+
+// FrameBound is what the frame estimates (loopcheck.FrameBytes) of one
+// call's frames may sum to, so that the instance's stack stays within
+// StackLimitBytes. A call holds at most the bound plus the frame that
+// finds it spent, or a leaf, which the rewrite does not count, and the
+// host refuses a module with a frame over half the bound (compile): so at
+// most 3/2 of the bound. wazero grows a stack by making one of twice its
+// size and the next frame's, into which it copies the old one: for a
+// moment it holds three times the stack in use and a frame, five times
+// the bound in all.
+func (c Config) FrameBound() int32 { return int32(c.StackLimitBytes / 5) }
 
 // Defaults is the Config whose every field took its default, as New
 // applies them.
@@ -102,6 +128,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemoryLimitPages == 0 {
 		c.MemoryLimitPages = 2048
+	}
+	if c.StackLimitBytes <= 0 {
+		c.StackLimitBytes = DefaultStackLimitBytes
 	}
 	if c.MaxFunctions <= 0 {
 		c.MaxFunctions = defaultMaxFunctions

@@ -77,3 +77,8 @@ func withheld(export string) error {
 type abiViolation struct{ msg string }
 
 func (v *abiViolation) Error() string { return "ABI violation: " + v.msg }
+
+// errStackExhausted is what the loop check panics with when a call's
+// frames pass the bound Config.StackLimitBytes sets: the call traps, and
+// its instance is replaced.
+var errStackExhausted = errors.New("the call's frames passed the stack limit (limits.stackLimitMiB)")

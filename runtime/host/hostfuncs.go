@@ -49,7 +49,7 @@ func instantiateHostFunctions(ctx context.Context, rt wazero.Runtime) error {
 		return fmt.Errorf("instantiating host functions: %w", err)
 	}
 	_, err := rt.NewHostModuleBuilder(loopcheck.ImportModule).
-		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkDeadline), nil, nil).Export(loopcheck.ImportName).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(checkDeadline), []api.ValueType{i32}, nil).Export(loopcheck.ImportName).
 		Instantiate(ctx)
 	if err != nil {
 		return fmt.Errorf("instantiating the loop check: %w", err)
@@ -57,11 +57,16 @@ func instantiateHostFunctions(ctx context.Context, rt wazero.Runtime) error {
 	return nil
 }
 
-// checkDeadline is what an instrumented module's loops call whenever they
-// have spent loopcheck.Budget: it stops the guest once the entry's context
-// has ended, with the exit code wazero's own check gives, and in any case
-// hands the goroutine back to the Go scheduler for a moment.
-func checkDeadline(ctx context.Context, _ api.Module, _ []uint64) {
+// checkDeadline is what an instrumented module calls whenever it has spent
+// loopcheck.Budget, or when a function's frame finds the stack bound spent
+// (stack[0], what remains of it, below zero): it traps the call for the
+// stack, stops the guest once the entry's context has ended, with the
+// exit code wazero's own check gives, and in any case returns to Go, where
+// a stop-the-world collection can take the goroutine.
+func checkDeadline(ctx context.Context, _ api.Module, stack []uint64) {
+	if int32(stack[0]) < 0 {
+		panic(errStackExhausted)
+	}
 	switch err := ctx.Err(); {
 	case err == nil:
 	case errors.Is(err, context.DeadlineExceeded):

@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/wasmccm/wasmccm/abi"
+	"github.com/wasmccm/wasmccm/runtime/host/internal/loopcheck"
 	"github.com/wasmccm/wasmccm/runtime/sharedstate"
 )
 
@@ -19,22 +20,17 @@ const maxResultBytes = 8 << 20
 // instance is one instantiation of a module. It serves one call at a time
 // (the pool guarantees it), so its buffers are reused without locking.
 type instance struct {
-	owner   *Module
-	mod     api.Module
-	mem     api.Memory
-	alloc   api.Function
-	version api.Function
-	// methods are the exports called so far, looked up on first use:
-	// each lookup makes a call engine with its own stack, which most of a
-	// module's exports would never use in a given instance.
-	methods map[string]api.Function
-	sleep   *sleeper
-	stack   [2]uint64
-	input   []byte
-
-	// setDeadline is the optional abi.ExportSetDeadline, nil when the
-	// module lacks it (inspect refused it with any other signature).
-	setDeadline api.Function
+	owner *Module
+	mod   api.Module
+	mem   api.Memory
+	// enter is loopcheck.EnterExport, through which every export is
+	// called: wazero gives each exported function a stack of its own,
+	// which keeps the size it grew to, so one entry keeps one stack per
+	// instance, which Config.StackLimitBytes bounds.
+	enter api.Function
+	sleep *sleeper
+	stack [3]uint64
+	input []byte
 
 	// recycleAbove is the memory size, in bytes, past which the instance
 	// is replaced after its call; set once init has run, from readyBytes,
@@ -65,27 +61,14 @@ type instance struct {
 
 func newInstance(m *Module, mod api.Module, sleep *sleeper) *instance {
 	inst := &instance{
-		owner:       m,
-		mod:         mod,
-		sleep:       sleep,
-		mem:         mod.Memory(),
-		alloc:       mod.ExportedFunction(abi.ExportAlloc),
-		version:     mod.ExportedFunction(abi.ExportABIVersion),
-		methods:     map[string]api.Function{},
-		setDeadline: mod.ExportedFunction(abi.ExportSetDeadline),
+		owner: m,
+		mod:   mod,
+		sleep: sleep,
+		mem:   mod.Memory(),
+		enter: mod.ExportedFunction(loopcheck.EnterExport),
 	}
 	liveInstances.add(inst)
 	return inst
-}
-
-// method is the export name, which the module has (Module.methods).
-func (i *instance) method(name string) api.Function {
-	fn, ok := i.methods[name]
-	if !ok {
-		fn = i.mod.ExportedFunction(name)
-		i.methods[name] = fn
-	}
-	return fn
 }
 
 func (i *instance) close(ctx context.Context) {
@@ -102,13 +85,16 @@ func callerInstance(ctx context.Context) *instance {
 	return inst
 }
 
-// run calls fn on the instance's stack, with the guest's sleeps ending
-// with ctx, a guestContext. A guest that returns after ctx ended, before
-// wazero stopped it (from a sleep cut short, say), failed all the same:
-// its answer is late, and the instance is replaced like a stopped one.
-func (i *instance) run(ctx context.Context, export string, fn api.Function) error {
+// run calls the module's export entry with parameters a and b, through
+// enter, with the guest's sleeps ending with ctx, a guestContext; export
+// names the call in errors. The export's result is in i.stack[0]. A guest
+// that returns after ctx ended, before the check stopped it (from a sleep
+// cut short, say), failed all the same: its answer is late, and the
+// instance is replaced like a stopped one.
+func (i *instance) run(ctx context.Context, export string, entry string, a, b uint64) error {
 	i.sleep.done = ctx.Done()
-	err := fn.CallWithStack(ctx, i.stack[:])
+	i.stack[0], i.stack[1], i.stack[2] = uint64(entryIndex[entry]), a, b
+	err := i.enter.CallWithStack(ctx, i.stack[:])
 	if err == nil {
 		err = ctx.Err()
 	}
@@ -119,7 +105,7 @@ func (i *instance) run(ctx context.Context, export string, fn api.Function) erro
 }
 
 func (i *instance) abiVersion(ctx context.Context) (int32, error) {
-	if err := i.run(ctx, abi.ExportABIVersion, i.version); err != nil {
+	if err := i.run(ctx, abi.ExportABIVersion, abi.ExportABIVersion, 0, 0); err != nil {
 		return 0, err
 	}
 	return int32(uint32(i.stack[0])), nil
@@ -228,8 +214,7 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 
 	inst.input = abi.Marshal(inst.input, in)
 	size := uint32(len(inst.input))
-	inst.stack[0] = uint64(size)
-	if err := inst.run(ctx, export, inst.alloc); err != nil {
+	if err := inst.run(ctx, export, abi.ExportAlloc, uint64(size), 0); err != nil {
 		return err
 	}
 	ptr := uint32(inst.stack[0])
@@ -237,16 +222,14 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 		return fail(ReasonABIViolation, fmt.Errorf("%s returned %d bytes at %#x, outside guest memory", abi.ExportAlloc, size, ptr))
 	}
 
-	if inst.setDeadline != nil {
+	if m.setsDeadline {
 		// ctx is a guestContext, so it always has a deadline.
 		deadline, _ := ctx.Deadline()
-		inst.stack[0] = uint64(max(time.Until(deadline), 0))
-		if err := inst.run(ctx, export, inst.setDeadline); err != nil {
+		if err := inst.run(ctx, export, abi.ExportSetDeadline, uint64(max(time.Until(deadline), 0)), 0); err != nil {
 			return err
 		}
 	}
-	inst.stack[0], inst.stack[1] = uint64(ptr), uint64(size)
-	if err := inst.run(ctx, export, inst.method(export)); err != nil {
+	if err := inst.run(ctx, export, export, uint64(ptr), uint64(size)); err != nil {
 		return err
 	}
 	rptr, rsize := abi.UnpackResult(inst.stack[0])
@@ -278,6 +261,8 @@ func (i *instance) classify(ctx context.Context, export string, err error) error
 		reason, err = ReasonABIViolation, i.violation
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
 		reason, err = ReasonTimeout, fmt.Errorf("%w; the instance was stopped", context.Cause(ctx))
+	case errors.Is(err, errStackExhausted):
+		err = fmt.Errorf("%w; the instance was stopped", errStackExhausted)
 	case errors.Is(i.owner.stopCause(ctx), ErrClosed):
 		reason, err = ReasonUnavailable, errAborted
 	case ctx.Err() != nil:

@@ -66,32 +66,6 @@ func TestSpinningGuestLetsCollectionRun(t *testing.T) {
 	}
 }
 
-// TestRefusedRewriteStillStops: a module the rewrite refuses runs under
-// wazero's check, which stops it at its deadline all the same.
-func TestRefusedRewriteStillStops(t *testing.T) {
-	defer func(orig func([]byte) ([]byte, error)) { instrument = orig }(instrument)
-	instrument = func([]byte) ([]byte, error) { return nil, errors.New("refused for the test") }
-	const timeout = 300 * time.Millisecond
-	mod, err := New(context.Background(), stallModule(setBody(abi.ExportInstanceExists, wt.Seq(wt.LoopForever, okEmpty))),
-		Config{Name: "refused-rewrite", PoolSize: 1, CallTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close(context.Background())
-	if checksIn(mod.compiled) {
-		t.Fatal("the module was instrumented")
-	}
-	start := time.Now()
-	err = mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil)
-	var failure *FailureError
-	if !errors.As(err, &failure) || failure.Reason != ReasonTimeout {
-		t.Fatalf("the spinning call: %v, want a timeout", err)
-	}
-	if took := time.Since(start); took > timeout+abortMargin {
-		t.Fatalf("the spinning call returned after %s, want at most %s", took, timeout+abortMargin)
-	}
-}
-
 // TestModuleCannotReachTheCounter: a module that sets, in a loop, the
 // global the rewrite adds (an index invalid as the module is written)
 // would keep its budget from ever running out, so that neither its
@@ -118,7 +92,7 @@ func BenchmarkInstrument(b *testing.B) {
 			b.SetBytes(int64(len(wasm)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := loopcheck.Instrument(wasm); err != nil {
+				if _, _, err := loopcheck.Instrument(wasm, loopcheck.Options{StackBytes: Defaults().FrameBound(), Entries: entries}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -39,6 +39,11 @@ var (
 		Help:           "Healthy instances closed because no call used them for a minute; the pool makes new ones as calls need them.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"module"})
+	instancesStuck = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "wasmccm", Subsystem: "module", Name: "instances_stuck",
+		Help:           "Instances whose guest code ran on past its deadline and the host's abort margin: the host gave their pool slots back, and their memory stays mapped until the code returns.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"module"})
 	poolInstances = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "wasmccm", Subsystem: "module", Name: "pool_instances",
 		Help:           "Instances by state (busy, idle).",
@@ -60,7 +65,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, instancesIdleClosed, poolInstances,
+		legacyregistry.MustRegister(callsTotal, callDuration, instancesReplaced, instancesRecycled, instancesIdleClosed, instancesStuck, poolInstances,
 			credentialReads, logDropped)
 		egress.RegisterMetrics()
 		sharedstate.RegisterMetrics()

@@ -62,11 +62,14 @@ type Module struct {
 	compiled wazero.CompiledModule
 	info     Info
 	methods  map[string]bool
-	http     *egress.Client
-	creds    *credentials.Store
-	logger   *guestLogger
-	state    *sharedstate.Store
-	pool     *pool
+	// setsDeadline: the module has abi.ExportSetDeadline, called before
+	// each export.
+	setsDeadline bool
+	http         *egress.Client
+	creds        *credentials.Store
+	logger       *guestLogger
+	state        *sharedstate.Store
+	pool         *pool
 
 	// alive ends when Close stops waiting for in-flight calls: every
 	// entry into the guest derives from it (guestContext), so ending it
@@ -78,6 +81,14 @@ type Module struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// life guards stuckCount, the guest code the watchdog gave up on that
+	// has not returned, and closing, set once Close has drained the pool:
+	// the compiled code goes when both allow (releaseCode).
+	life        sync.Mutex
+	stuckCount  int
+	closing     bool
+	releaseOnce sync.Once
 
 	// markBelowList warns, once, that a configured recycling mark is below
 	// what an instance holding a Node list takes.
@@ -110,7 +121,7 @@ func New(ctx context.Context, wasm []byte, cfg Config) (*Module, error) {
 	if err := m.compile(ctx, wasm); err != nil {
 		return nil, err
 	}
-	m.pool = newPool(cfg.Name, cfg.PoolSize, m.newInstance)
+	m.pool = newPool(cfg.Name, cfg.PoolSize, m.newSlotInstance)
 	first, err := m.newInstance(ctx)
 	if err != nil {
 		closeRuntime(ctx, m.runtime, m.compiled)
@@ -141,7 +152,7 @@ func Validate(ctx context.Context, wasm []byte, compilationCacheDir string) (Inf
 	if len(problems) > 0 {
 		return info, problems
 	}
-	m.info, m.methods = info, methods
+	m.info, m.methods, m.setsDeadline = info, methods, setsDeadline(compiled)
 	guestCtx, cancel := m.guestContext(ctx)
 	defer cancel()
 	inst, err := m.instantiate(guestCtx)
@@ -199,11 +210,12 @@ func (m *Module) Name() string { return m.cfg.Name }
 
 // Close refuses new calls and waits for those in flight, instance
 // recycling included, until ctx ends. Then it aborts the rest and, ctx or
-// not, waits until their guest code has stopped (within abortMargin):
-// releasing memory or code under running guest code would crash the
-// process. Only then does it release the module's instances and compiled
-// code. Its error says whether calls were aborted; later calls return the
-// first one's.
+// not, waits until their guest code has stopped (within abortMargin), or
+// for at most stuckAfter more: releasing memory or code under running
+// guest code would crash the process, so code still running then keeps
+// its instance and the module's compiled code until it returns (see
+// watchdog). Its error says whether calls were aborted; later calls
+// return the first one's.
 func (m *Module) Close(ctx context.Context) error {
 	m.closeOnce.Do(func() { m.closeErr = m.close(ctx) })
 	return m.closeErr
@@ -218,15 +230,37 @@ func (m *Module) close(ctx context.Context) error {
 			klog.ErrorS(nil, "guest code is still running after it was aborted; the module is released once it stops",
 				"module", m.cfg.Name, "after", abortMargin)
 		})
-		m.pool.drain(nil)
+		// Guest code running on past stuckAfter has its slot given back
+		// by its watchdog, or is stuck with it kept (stuck): either way
+		// Close stops waiting, and leaves the code to it.
+		wait, cancel := context.WithTimeout(context.Background(), stuckAfter+abortMargin)
+		m.pool.drain(wait.Done())
+		cancel()
 		slow.Stop()
 	}
 	m.abort()
 	m.pool.closeIdle(context.WithoutCancel(ctx))
 	m.state.Clear()
-	if cerr := closeRuntime(context.WithoutCancel(ctx), m.runtime, m.compiled); err == nil {
+	m.life.Lock()
+	m.closing = true
+	stuck := m.stuckCount
+	m.life.Unlock()
+	if stuck > 0 {
+		// The last of it to return releases the code (returned).
+		klog.ErrorS(nil, "Closing the module without releasing its compiled code: guest code the host stopped waiting for still runs in it",
+			"module", m.cfg.Name, "instances", stuck)
+		return err
+	}
+	if cerr := m.releaseCode(); err == nil {
 		err = cerr
 	}
+	return err
+}
+
+// releaseCode closes the module's runtime and compiled code, once.
+func (m *Module) releaseCode() error {
+	var err error
+	m.releaseOnce.Do(func() { err = closeRuntime(context.Background(), m.runtime, m.compiled) })
 	return err
 }
 
@@ -241,7 +275,7 @@ func (m *Module) compile(ctx context.Context, wasm []byte) error {
 		closeRuntime(ctx, rt, compiled)
 		return fmt.Errorf("module does not conform to ABI v%d: %s", abi.Version, strings.Join(problems, "; "))
 	}
-	m.runtime, m.compiled, m.info, m.methods = rt, compiled, info, methods
+	m.runtime, m.compiled, m.info, m.methods, m.setsDeadline = rt, compiled, info, methods, setsDeadline(compiled)
 	return nil
 }
 
@@ -259,29 +293,32 @@ func compile(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, waze
 	if err := checkBounds(wasm, cfg); err != nil {
 		return nil, nil, err
 	}
-	// A module whose loops check in with the host (loopcheck) is stopped
-	// from that check. One the rewrite refuses, or that does not compile
-	// once rewritten, runs as it came, under wazero's own check: slower,
-	// and with wazero's error for a module that is invalid.
-	instrumented, err := instrument(wasm)
+	// The host stops guest code only from the check the rewrite adds
+	// (loopcheck), so a module it cannot rewrite is not run.
+	bound := cfg.FrameBound()
+	instrumented, maxFrame, err := loopcheck.Instrument(wasm, loopcheck.Options{StackBytes: bound, Entries: entries})
+	if err == nil && maxFrame > int(bound/2) {
+		return nil, nil, fmt.Errorf("a function of the module takes up to %d KiB of stack per call, more than half of what the frames of one call may take with limits.stackLimitMiB %d; raise limits.stackLimitMiB to at least %d",
+			(maxFrame+1023)>>10, cfg.StackLimitBytes>>20, (maxFrame*2*5+1<<20-1)>>20)
+	}
 	if err == nil {
-		rt, compiled, cerr := compileWith(ctx, instrumented, cfg, false)
+		rt, compiled, cerr := compileWith(ctx, instrumented, cfg)
 		var timeout *compileTimeoutError
 		if cerr == nil || errors.As(cerr, &timeout) {
 			return rt, compiled, cerr
 		}
 		err = cerr
 	}
-	rt, compiled, cerr := compileWith(ctx, wasm, cfg, true)
-	if cerr == nil {
-		klog.InfoS("Running the module under wazero's deadline check, which makes its loops slower: they could not be instrumented",
-			"module", cfg.Name, "err", err)
+	// Either the module is invalid, which wazero says best of the module
+	// as written, or the rewrite failed it.
+	cfg.CompilationCacheDir = ""
+	rt, compiled, cerr := compileWith(ctx, wasm, cfg)
+	if cerr != nil {
+		return nil, nil, cerr
 	}
-	return rt, compiled, cerr
+	closeRuntime(ctx, rt, compiled)
+	return nil, nil, fmt.Errorf("the host cannot add its deadline and stack checks to the module, so it does not run it: %w", err)
 }
-
-// instrument is loopcheck.Instrument, which tests replace.
-var instrument = loopcheck.Instrument
 
 // compileTimeoutError is the compile error of a module that took longer
 // than Config.CompileTimeout.
@@ -291,12 +328,10 @@ func (e *compileTimeoutError) Error() string {
 	return fmt.Sprintf("compiling the module took longer than %s; it was abandoned", e.limit)
 }
 
-// compileWith compiles wasm in a new runtime; closeOnDone makes wazero stop
-// calls whose context ends, which a module without loopcheck's import
-// needs.
-func compileWith(ctx context.Context, wasm []byte, cfg Config, closeOnDone bool) (wazero.Runtime, wazero.CompiledModule, error) {
+// compileWith compiles wasm in a new runtime. Guest code is stopped by
+// the check the rewrite adds, not by wazero's WithCloseOnContextDone.
+func compileWith(ctx context.Context, wasm []byte, cfg Config) (wazero.Runtime, wazero.CompiledModule, error) {
 	rc := wazero.NewRuntimeConfigCompiler().
-		WithCloseOnContextDone(closeOnDone).
 		WithMemoryLimitPages(cfg.MemoryLimitPages)
 	var cache *compilationCache
 	if cfg.CompilationCacheDir != "" {
@@ -367,6 +402,13 @@ func equalTypes(a, b []api.ValueType) bool {
 		}
 	}
 	return true
+}
+
+// setsDeadline reports whether compiled exports abi.ExportSetDeadline;
+// inspect refuses it with a signature other than sigSetDeadline.
+func setsDeadline(compiled wazero.CompiledModule) bool {
+	_, ok := compiled.ExportedFunctions()[abi.ExportSetDeadline]
+	return ok
 }
 
 // inspect checks a compiled module's imports and exports against the ABI,
@@ -515,6 +557,21 @@ func (m *Module) newInstance(ctx context.Context) (*instance, error) {
 	return inst, nil
 }
 
+// newSlotInstance is newInstance for a caller that holds a pool slot (a
+// call that finds no idle instance, a recycle), watched: errSlotGivenBack
+// when its guest code ran so long that the watchdog gave the slot back.
+func (m *Module) newSlotInstance(ctx context.Context) (*instance, error) {
+	ctx, cancel := m.guestContext(ctx)
+	defer cancel()
+	watch := m.watch(ctx, "making an instance")
+	inst, err := m.newInstance(ctx)
+	if watch.done() {
+		m.returned(inst)
+		return nil, errSlotGivenBack
+	}
+	return inst, err
+}
+
 // Call runs export with input in and decodes the payload into out (nil for
 // exports without one). It returns nil, a *StatusError for a non-OK status
 // the module answered, or a *FailureError when the module gave no answer
@@ -541,12 +598,18 @@ func (m *Module) Call(ctx context.Context, export string, in, out abi.Message) e
 		m.observe(export, time.Since(start), err)
 		return err
 	}
+	watch := m.watch(ctx, export)
 	if in, err = m.withNodesSent(ctx, inst, export, in, affinity); err == nil {
 		err = m.callInstance(ctx, inst, export, in, out)
 	}
 	// One clock reading ends the call for its metrics and the pool's idle
 	// time alike: this is the path of every call.
 	end := time.Now()
+	if watch.done() {
+		m.returned(inst)
+		m.observe(export, end.Sub(start), err)
+		return err
+	}
 	// Read before the instance goes back to the pool, where another call
 	// may take it.
 	shadowRefused := inst.shadowRefused
@@ -640,7 +703,10 @@ func (m *Module) recycle(inst *instance) {
 	instancesRecycled.WithLabelValues(m.cfg.Name).Inc()
 	klog.V(2).InfoS("replaced a module instance whose memory passed the high-water mark",
 		"module", m.cfg.Name, "memoryBytes", size, "highWaterBytes", inst.recycleAbove)
-	fresh, err := m.newInstance(context.Background())
+	fresh, err := m.newSlotInstance(context.Background())
+	if errors.Is(err, errSlotGivenBack) {
+		return
+	}
 	if err != nil {
 		// The next call makes one and reports the error to its caller.
 		klog.ErrorS(err, "making a module instance to replace a recycled one", "module", m.cfg.Name)

@@ -94,7 +94,9 @@ func (p *pool) acquire(ctx context.Context, want nodeListAffinity) (*instance, e
 	p.mu.Unlock()
 	inst, err := p.create(ctx)
 	if err != nil {
-		<-p.slots
+		if !errors.Is(err, errSlotGivenBack) {
+			<-p.slots
+		}
 		return nil, err
 	}
 	p.observe()

@@ -9,6 +9,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmccm/wasmccm/internal/wasmbuild"
+	"github.com/wasmccm/wasmccm/runtime/host/hosttest"
 	"github.com/wasmccm/wasmccm/test/bench/testdata/guestwork/work"
 )
 
@@ -18,8 +19,9 @@ const guestworkModule = "testdata/guestwork"
 // module (called through wazero directly, one unit of work per export
 // call) and natively: decoding the cloud's JSON answer with encoding/json,
 // and decoding the ABI messages. It explains where BenchmarkCall's time
-// goes; see testdata/guestwork/work. The -unchecked variants are compiled
-// without wazero's deadline check (see benchGuestWork).
+// goes; see testdata/guestwork/work. The wasm variants run the module as
+// the host rewrites it, with its deadline and stack checks; the
+// -unchecked ones as it was built, with no check, to show their cost.
 func BenchmarkGuest(b *testing.B) {
 	for kind := range work.Kinds {
 		b.Run(work.Names[kind], func(b *testing.B) {
@@ -41,21 +43,25 @@ func BenchmarkGuest(b *testing.B) {
 }
 
 // benchGuestWork calls the guestwork module's export once per iteration.
-// checked compiles it with WithCloseOnContextDone (an exit to Go at every
-// loop header of the guest's code, which is what lets wazero stop a guest
-// that loops forever) and a context with a deadline on every call;
-// unchecked leaves both out, to show their cost. runtime/host runs a
-// module under wazero's check only when it cannot instrument it with its
-// own, which checks in once per loop budget
-// (runtime/host/internal/loopcheck): unchecked is what that comes close to.
+// checked runs it rewritten as the host runs a module
+// (runtime/host/internal/loopcheck), with a context with a deadline on
+// every call; unchecked leaves both out, to show their cost.
 func benchGuestWork(b *testing.B, tc wasmbuild.Toolchain, kind int, checked bool) {
 	ctx := context.Background()
 	wasm := moduleWasm(b, guestworkModule, tc)
 	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigCompiler().
-		WithCloseOnContextDone(checked).
 		WithCompilationCache(benchCompilationCache(b)))
 	defer rt.Close(ctx)
 	wasi_snapshot_preview1.MustInstantiate(ctx, rt)
+	if checked {
+		var err error
+		if wasm, err = hosttest.Instrument(wasm); err != nil {
+			b.Fatal(err)
+		}
+		if err := hosttest.InstantiateCheck(ctx, rt); err != nil {
+			b.Fatal(err)
+		}
+	}
 	mod, err := rt.InstantiateWithConfig(ctx, wasm, wazero.NewModuleConfig().
 		WithStartFunctions("_initialize").WithSysNanotime().WithSysWalltime())
 	if err != nil {

@@ -291,7 +291,7 @@ func pool(r *results) *table {
 func guest(r *results) *table {
 	t := &table{
 		title: "Guest work, one unit per export call (p50)",
-		note:  "unchecked: compiled without wazero's deadline check (WithCloseOnContextDone), an exit to Go at every loop turn; runtime/host uses it only for a module it cannot instrument with its own check, whose cost is close to unchecked.",
+		note:  "wasm-go and wasm-tinygo: the module rewritten as runtime/host runs it, with its deadline and stack checks (runtime/host/internal/loopcheck); unchecked: the module as built, with no check.",
 		header: []string{"work", "native", "wasm-go", "wasm-go unchecked", "wasm-tinygo", "wasm-tinygo unchecked",
 			"go ÷ native", "tinygo ÷ native"},
 	}

@@ -213,13 +213,15 @@ func (m *rewrite) names(head []byte, r *reader) []byte {
 		r.pos += int(size)
 		sw := &writer{}
 		switch id {
-		case 1: // function names: a name map
+		case 1: // function names: a name map, with the entry's last
 			n := sub.u32()
-			sw.u32(n)
+			sw.u32(n + 1)
 			for range n {
 				sw.u32(m.function(sub.u32()))
 				sw.name(sub.name())
 			}
+			sw.u32(m.enterFunc())
+			sw.name(EnterExport)
 		case 2, 3: // local and label names: an indirect name map
 			n := sub.u32()
 			sw.u32(n)
