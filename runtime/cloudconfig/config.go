@@ -108,6 +108,12 @@ type Limits struct {
 	// reclaimed only this way: one call may allocate memoryLimitMiB minus
 	// the mark.
 	RecycleAboveMiB uint32 `json:"recycleAboveMiB,omitempty"`
+	// StackLimitMiB is the most host memory one instance's call stack may
+	// take (host.Config.StackLimitBytes), counted in the memory budget
+	// beside memoryLimitMiB. A call whose frames would take more traps,
+	// and a module with a function whose frame alone would take more
+	// than a tenth of it is refused at load, with the value it needs.
+	StackLimitMiB uint32 `json:"stackLimitMiB,omitempty"`
 	// SharedStateMiB bounds the module's shared state in the host, which
 	// its instances use to keep what they learn of the cloud across calls
 	// (host.Config.SharedStateBytes). Default 8; counted in the memory
@@ -169,6 +175,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Safety.MaxNodeDeletions.Validate(), c.Module.Rollout.Validate(), c.OrphanSweep.Validate())
 	if c.Limits.MemoryLimitMiB > maxMiB {
 		errs = append(errs, fmt.Errorf("limits.memoryLimitMiB %d exceeds wasm32's %d", c.Limits.MemoryLimitMiB, maxMiB))
+	}
+	if c.Limits.StackLimitMiB > maxMiB {
+		errs = append(errs, fmt.Errorf("limits.stackLimitMiB %d exceeds %d", c.Limits.StackLimitMiB, maxMiB))
 	}
 	if c.Limits.SharedStateMiB > maxMiB {
 		errs = append(errs, fmt.Errorf("limits.sharedStateMiB %d exceeds %d", c.Limits.SharedStateMiB, maxMiB))

@@ -71,6 +71,12 @@ const (
 	// one (the last-known-good), or without the shadow period it would have
 	// had, e.g. because the last-known-good record could not be read.
 	ModuleStart Warning = "ModuleStart"
+	// ModuleCodeStuck: guest code ran on past its deadline and the host's
+	// abort margin, which the host's checks should make impossible; the
+	// host gave its pool slot back and leaves its instance, and the memory
+	// it holds, until it returns (wasmccm_module_instances_stuck). Report
+	// it with the module: it is a hole in the sandbox.
+	ModuleCodeStuck Warning = "ModuleCodeStuck"
 )
 
 // Events about what the module's answers or requests would do.

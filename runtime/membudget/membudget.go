@@ -48,6 +48,9 @@ var setGoMemoryLimit = debug.SetMemoryLimit
 // container's memory limit.
 type Budget struct {
 	PoolSize, MemoryLimitMiB int
+	// StackLimitMiB is what each instance's call stack may take, beside
+	// its linear memory.
+	StackLimitMiB int
 	// SharedStateMiB is each copy's shared state, at its bound.
 	SharedStateMiB int
 	// Copies is 2 when hot reload or the last-known-good record is on: a
@@ -65,12 +68,13 @@ type Budget struct {
 }
 
 // New returns the budget of copies of a module with the cloud-config's
-// limits (limits.poolSize, limits.memoryLimitMiB, limits.sharedStateMiB),
-// zero ones taking runtime/host's defaults.
-func New(poolSize, memoryLimitMiB, sharedStateMiB, copies int) Budget {
+// limits (limits.poolSize, limits.memoryLimitMiB, limits.stackLimitMiB,
+// limits.sharedStateMiB), zero ones taking runtime/host's defaults.
+func New(poolSize, memoryLimitMiB, stackLimitMiB, sharedStateMiB, copies int) Budget {
 	return Budget{
 		PoolSize:       orDefault(poolSize, defaultPoolSize),
 		MemoryLimitMiB: orDefault(memoryLimitMiB, defaultMemoryLimitMiB),
+		StackLimitMiB:  orDefault(stackLimitMiB, host.DefaultStackLimitBytes>>20),
 		SharedStateMiB: orDefault(sharedStateMiB, host.DefaultSharedStateBytes>>20),
 		Copies:         copies,
 	}
@@ -95,11 +99,16 @@ func (b Budget) HostShareMiB() int {
 	return b.LimitMiB - b.modulesMiB()
 }
 
-// modulesMiB is every instance of every copy at its cap, every copy's
-// shared state at its bound, and the other modules' worst case.
+// modulesMiB is every instance of every copy at its cap, linear memory
+// and call stack, every copy's shared state at its bound, and the other
+// modules' worst case.
 func (b Budget) modulesMiB() int {
-	return b.Copies*(b.PoolSize*b.MemoryLimitMiB+b.SharedStateMiB) + b.OtherModulesMiB
+	return b.Copies*(b.PoolSize*b.instanceMiB()+b.SharedStateMiB) + b.OtherModulesMiB
 }
+
+// instanceMiB is what one instance may take: its linear memory and its
+// call stack.
+func (b Budget) instanceMiB() int { return b.MemoryLimitMiB + b.StackLimitMiB }
 
 // ModuleMiB is this module's worst case alone: what it adds to the other
 // modules' budgets.
@@ -114,8 +123,8 @@ func (b Budget) String() string {
 	if b.OtherModulesMiB > 0 {
 		others = fmt.Sprintf(" + %d MiB for the other modules", b.OtherModulesMiB)
 	}
-	return fmt.Sprintf("(limits.poolSize %d x limits.memoryLimitMiB %d + limits.sharedStateMiB %d)%s%s + %d MiB for the manager = %d MiB",
-		b.PoolSize, b.MemoryLimitMiB, b.SharedStateMiB, copies, others, HostBaselineMiB, b.NeedMiB())
+	return fmt.Sprintf("(limits.poolSize %d x (limits.memoryLimitMiB %d + limits.stackLimitMiB %d) + limits.sharedStateMiB %d)%s%s + %d MiB for the manager = %d MiB",
+		b.PoolSize, b.MemoryLimitMiB, b.StackLimitMiB, b.SharedStateMiB, copies, others, HostBaselineMiB, b.NeedMiB())
 }
 
 // Fit decides whether b fits its LimitMiB, which must be set: it returns
@@ -126,10 +135,10 @@ func Fit(b Budget, fitPool bool) (Budget, error) {
 	if b.NeedMiB() <= b.LimitMiB {
 		return b, nil
 	}
-	fit := ((b.LimitMiB-HostBaselineMiB-b.OtherModulesMiB)/b.Copies - b.SharedStateMiB) / b.MemoryLimitMiB
+	fit := ((b.LimitMiB-HostBaselineMiB-b.OtherModulesMiB)/b.Copies - b.SharedStateMiB) / b.instanceMiB()
 	if !fitPool || fit < 1 {
 		return b, fmt.Errorf("memory budget: %s, over the container's memory limit of %d MiB (%s); "+
-			"lower limits.poolSize or limits.memoryLimitMiB, raise the container's memory limit to at least %dMi, "+
+			"lower limits.poolSize, limits.memoryLimitMiB or limits.stackLimitMiB, raise the container's memory limit to at least %dMi, "+
 			"or set limits.fitPoolToMemory to lower the pool size to what fits",
 			b, b.LimitMiB, b.LimitFile, b.NeedMiB())
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmccm/wasmccm/runtime/host"
 	"github.com/wasmccm/wasmccm/runtime/membudget/membudgettest"
 )
 
@@ -36,6 +37,7 @@ type limits struct {
 // fits sets the Go soft memory limit to what the instances leave.
 func TestMemoryBudget(t *testing.T) {
 	mib := func(n int) string { return itoa(n << 20) }
+	const stack = host.DefaultStackLimitBytes >> 20 // each instance's call stack, beside its memory
 	cases := []struct {
 		name        string
 		files       map[string]string
@@ -46,32 +48,32 @@ func TestMemoryBudget(t *testing.T) {
 		wantSoftMiB int64
 	}{
 		{"v2, fits", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "", 2, 256 - 2*64 - 8},
-		{"v2, fits with reload", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
-			limits{poolSize: 2, memoryLimitMiB: 32}, 2, "", 2, 256 - 2*(2*32+8)},
+			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "", 2, 256 - 2*(64+stack) - 8},
+		{"v2, fits with reload", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(288)},
+			limits{poolSize: 2, memoryLimitMiB: 32}, 2, "", 2, 288 - 2*(2*(32+stack)+8)},
 		{"v2, defaults over the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
 			limits{}, 1,
-			"memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, over the container's memory limit of 256 MiB", 0, 0},
+			"memory budget: (limits.poolSize 4 x (limits.memoryLimitMiB 128 + limits.stackLimitMiB 8) + limits.sharedStateMiB 8) + 100 MiB for the manager = 652 MiB, over the container's memory limit of 256 MiB", 0, 0},
 		{"v2, reload doubles the instances", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": mib(256)},
 			limits{poolSize: 2, memoryLimitMiB: 64}, 2,
-			"(limits.poolSize 2 x limits.memoryLimitMiB 64 + limits.sharedStateMiB 8) x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 372 MiB", 0, 0},
+			"(limits.poolSize 2 x (limits.memoryLimitMiB 64 + limits.stackLimitMiB 8) + limits.sharedStateMiB 8) x 2 (old and new module overlap during a reload) + 100 MiB for the manager = 404 MiB", 0, 0},
 		{"v2, a parent's limit is lower", map[string]string{"proc/self/cgroup": v2Self,
 			"sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max", "sys/fs/cgroup/kubepods/memory.max": mib(200)},
-			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "raise the container's memory limit to at least 236Mi", 0, 0},
+			limits{poolSize: 2, memoryLimitMiB: 64}, 1, "raise the container's memory limit to at least 252Mi", 0, 0},
 		{"v2 namespaced: the root is the container's", map[string]string{"proc/self/cgroup": "0::/\n", "sys/fs/cgroup/memory.max": mib(128)},
 			limits{poolSize: 1, memoryLimitMiB: 64}, 1, "over the container's memory limit of 128 MiB", 0, 0},
 		{"v2, no limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/kubepods/pod1/ccm/memory.max": "max"},
 			limits{poolSize: 256, memoryLimitMiB: 4096}, 1, "", 256, 0},
 		{"v1, over the limit", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/kubepods/pod1/ccm/memory.limit_in_bytes": mib(300)},
-			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "364 MiB, over the container's memory limit of 300 MiB", 0, 0},
+			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "396 MiB, over the container's memory limit of 300 MiB", 0, 0},
 		{"v1 in a container: path absent, mount root read", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": mib(400)},
-			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "", 4, 400 - 4*64 - 8},
+			limits{poolSize: 4, memoryLimitMiB: 64}, 1, "", 4, 400 - 4*(64+stack) - 8},
 		{"v1, unlimited", map[string]string{"proc/self/cgroup": v1Self, "sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"},
 			limits{}, 1, "", 4, 0},
 		{"fitted to the limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(400)},
-			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "", 4, 400 - 4*64 - 8},
+			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "", 4, 400 - 4*(64+stack) - 8},
 		{"fitting cannot go below one instance", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": mib(150)},
-			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "at least 620Mi", 0, 0},
+			limits{poolSize: 8, memoryLimitMiB: 64, fit: true}, 1, "at least 684Mi", 0, 0},
 		{"no cgroup at all", map[string]string{}, limits{}, 1, "", 4, 0},
 		{"malformed limit", map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": "lots"},
 			limits{}, 1, "reading the container's memory limit", 0, 0},
@@ -80,7 +82,7 @@ func TestMemoryBudget(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			root := membudgettest.Cgroups(t, tc.files)
 			soft := recordGoMemoryLimit(t)
-			b, err := Apply(New(tc.limits.poolSize, tc.limits.memoryLimitMiB, 0, tc.copies), tc.limits.fit, root)
+			b, err := Apply(New(tc.limits.poolSize, tc.limits.memoryLimitMiB, 0, 0, tc.copies), tc.limits.fit, root)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
@@ -108,7 +110,7 @@ func TestGOMEMLIMITWins(t *testing.T) {
 	root := membudgettest.Cgroups(t, map[string]string{"proc/self/cgroup": v2Self, "sys/fs/cgroup/memory.max": itoa(256 << 20)})
 	t.Setenv("GOMEMLIMIT", "150MiB")
 	soft := recordGoMemoryLimit(t)
-	if _, err := Apply(New(1, 32, 0, 1), false, root); err != nil {
+	if _, err := Apply(New(1, 32, 0, 0, 1), false, root); err != nil {
 		t.Fatal(err)
 	}
 	if *soft != 0 {

@@ -19,6 +19,7 @@ func HostConfig(c *cloudconfig.Config, name string) host.Config {
 		CallTimeout:         c.Limits.CallTimeout.Duration,
 		MemoryLimitPages:    c.Limits.MemoryLimitMiB * pagesPerMiB,
 		RecycleAbovePages:   c.Limits.RecycleAboveMiB * pagesPerMiB,
+		StackLimitBytes:     int(c.Limits.StackLimitMiB) << 20,
 		SharedStateBytes:    int(c.Limits.SharedStateMiB) << 20,
 		CompilationCacheDir: c.Module.CompilationCacheDir,
 		HTTP: egress.Config{
@@ -39,5 +40,5 @@ func MemoryBudget(c *cloudconfig.Config, twoCopies bool) membudget.Budget {
 		copies = 2
 	}
 	l := c.Limits
-	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.SharedStateMiB), copies)
+	return membudget.New(l.PoolSize, int(l.MemoryLimitMiB), int(l.StackLimitMiB), int(l.SharedStateMiB), copies)
 }

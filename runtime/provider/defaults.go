@@ -25,6 +25,7 @@ func Defaults() cloudconfig.Config {
 			PoolSize:       h.PoolSize,
 			CallTimeout:    duration(h.CallTimeout),
 			MemoryLimitMiB: h.MemoryLimitPages / pagesPerMiB,
+			StackLimitMiB:  uint32(h.StackLimitBytes >> 20),
 			SharedStateMiB: uint32(h.SharedStateBytes >> 20),
 		},
 		HTTP: cloudconfig.HTTP{

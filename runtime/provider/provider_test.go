@@ -209,7 +209,7 @@ func TestMemoryBudgetRefusesStart(t *testing.T) {
 	t.Cleanup(func() { cgroupRoot = saved })
 	cfg := &cloudconfig.Config{Module: cloudconfig.Module{Path: filepath.Join(t.TempDir(), "absent.wasm")}}
 	_, err := New(context.Background(), cfg)
-	want := "memory budget: (limits.poolSize 4 x limits.memoryLimitMiB 128 + limits.sharedStateMiB 8) + 100 MiB for the manager = 620 MiB, " +
+	want := "memory budget: (limits.poolSize 4 x (limits.memoryLimitMiB 128 + limits.stackLimitMiB 8) + limits.sharedStateMiB 8) + 100 MiB for the manager = 652 MiB, " +
 		"over the container's memory limit of 256 MiB"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("err = %v\nwant it to contain %q", err, want)

@@ -366,7 +366,7 @@ func TestChartSeveralModules(t *testing.T) {
 			// The manager adds up every module's worst case (runtime/assembly).
 			need := membudget.HostBaselineMiB
 			for _, mod := range cfg.Modules {
-				need += membudget.New(mod.Limits.PoolSize, int(mod.Limits.MemoryLimitMiB), int(mod.Limits.SharedStateMiB), 2).ModuleMiB()
+				need += membudget.New(mod.Limits.PoolSize, int(mod.Limits.MemoryLimitMiB), int(mod.Limits.StackLimitMiB), int(mod.Limits.SharedStateMiB), 2).ModuleMiB()
 			}
 			if limit := dep.Spec.Template.Spec.Containers[0].Resources.Limits[corev1.ResourceMemory]; limit.Value() < int64(need)<<20 {
 				t.Errorf("the modules need %d MiB, the container has %s", need, &limit)

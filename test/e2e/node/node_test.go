@@ -145,10 +145,10 @@ func TestNode(t *testing.T) {
 			}
 		}
 		t.Logf("Pods running %v after the install; %s leads, %s stands by", time.Since(installed).Round(time.Second), first.pod, standby)
-		// The container's 256Mi limit, read from its own cgroup, leaves
-		// the manager 256 - 2 (reload) x (2 x 32 + 8 shared state) MiB as
-		// its Go soft limit.
-		const want = `softLimitMiB=112 limitMiB=256 modulesMiB=144`
+		// The container's 288Mi limit, read from its own cgroup, leaves
+		// the manager 288 - 2 (reload) x (2 x (32 + 8 stack) + 8 shared
+		// state) MiB as its Go soft limit.
+		const want = `softLimitMiB=112 limitMiB=288 modulesMiB=176`
 		waitFor(t, ctx, "every manager Pod logging "+want, func(context.Context) (struct{}, bool, error) {
 			for _, p := range pods {
 				if !strings.Contains(podLog(c, &p), want) {
