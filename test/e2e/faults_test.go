@@ -30,6 +30,7 @@ import (
 func TestCloudFaults(t *testing.T) {
 	t.Run("CloudAPI", testCloudAPIFaults)
 	t.Run("TrappingModule", testTrappingModule)
+	t.Run("RecursingModule", testRecursingModule)
 }
 
 // loadBalancerEndpoints are the route patterns of the load balancer API.
