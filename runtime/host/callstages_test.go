@@ -119,7 +119,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 	stage("entry", func(b *testing.B) {
 		onInstance(b, m, func(ctx context.Context, inst *instance) {
 			for b.Loop() {
-				if err := inst.run(ctx, abi.ExportABIVersion, abi.ExportABIVersion, 0, 0); err != nil {
+				if err := inst.run(ctx, abi.ExportABIVersion, entryABIVersion, 0, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -129,7 +129,7 @@ func benchStages(b *testing.B, m *Module, node *abi.Node, minimal []byte) {
 		input := abi.Marshal(nil, node)
 		onInstance(b, m, func(ctx context.Context, inst *instance) {
 			for b.Loop() {
-				if err := inst.run(ctx, abi.ExportAlloc, abi.ExportAlloc, uint64(len(input)), 0); err != nil {
+				if err := inst.run(ctx, abi.ExportAlloc, entryAlloc, uint64(len(input)), 0); err != nil {
 					b.Fatal(err)
 				}
 				if !inst.mem.Write(uint32(inst.stack[0]), input) {
@@ -207,7 +207,7 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 	prepare := func() {
 		input := abi.Marshal(nil, in)
 		size = uint32(len(input))
-		if err := inst.run(context.WithValue(ctx, instanceKey{}, inst), abi.ExportAlloc, abi.ExportAlloc, uint64(size), 0); err != nil {
+		if err := inst.run(context.WithValue(ctx, instanceKey{}, inst), abi.ExportAlloc, entryAlloc, uint64(size), 0); err != nil {
 			b.Fatal(err)
 		}
 		ptr = uint32(inst.stack[0])
@@ -217,7 +217,7 @@ func benchMethod(b *testing.B, m *Module, export string, in abi.Message) {
 	for b.Loop() {
 		callCtx := context.WithValue(ctx, instanceKey{}, inst)
 		inst.hasPending, inst.pending = false, nil
-		if err := inst.run(callCtx, export, export, uint64(ptr), uint64(size)); err != nil {
+		if err := inst.run(callCtx, export, entryIndex[export], uint64(ptr), uint64(size)); err != nil {
 			b.Fatal(err)
 		}
 		m.state.ReleaseClaims(&inst.claims)

@@ -97,8 +97,8 @@ type Config struct {
 const DefaultSharedStateBytes = 8 << 20
 
 // DefaultStackLimitBytes is Config.StackLimitBytes's default: room for
-// the deepest calls of the shipped modules many times over
-// (TestStackLimitFitsShippedModules).
+// the deepest calls of the shipped modules, which the end-to-end tests run
+// under it.
 const DefaultStackLimitBytes = 8 << 20
 
 // FrameBound is what the frame estimates (loopcheck.FrameBytes) of one

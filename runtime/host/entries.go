@@ -2,6 +2,13 @@ package host
 
 import "github.com/wasmccm/wasmccm/abi"
 
+// The indices of the entries every call goes through, first in entries.
+const (
+	entryABIVersion uint32 = iota
+	entryAlloc
+	entrySetDeadline
+)
+
 // entries are every export the host calls, in the order of the entry
 // indices loopcheck.EnterExport takes; entryIndex finds one's index.
 var entries, entryIndex = func() ([]string, map[string]uint32) {

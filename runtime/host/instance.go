@@ -85,15 +85,15 @@ func callerInstance(ctx context.Context) *instance {
 	return inst
 }
 
-// run calls the module's export entry with parameters a and b, through
+// run calls the module's export entries[entry] with parameters a and b, through
 // enter, with the guest's sleeps ending with ctx, a guestContext; export
 // names the call in errors. The export's result is in i.stack[0]. A guest
 // that returns after ctx ended, before the check stopped it (from a sleep
 // cut short, say), failed all the same: its answer is late, and the
 // instance is replaced like a stopped one.
-func (i *instance) run(ctx context.Context, export string, entry string, a, b uint64) error {
+func (i *instance) run(ctx context.Context, export string, entry uint32, a, b uint64) error {
 	i.sleep.done = ctx.Done()
-	i.stack[0], i.stack[1], i.stack[2] = uint64(entryIndex[entry]), a, b
+	i.stack[0], i.stack[1], i.stack[2] = uint64(entry), a, b
 	err := i.enter.CallWithStack(ctx, i.stack[:])
 	if err == nil {
 		err = ctx.Err()
@@ -105,7 +105,7 @@ func (i *instance) run(ctx context.Context, export string, entry string, a, b ui
 }
 
 func (i *instance) abiVersion(ctx context.Context) (int32, error) {
-	if err := i.run(ctx, abi.ExportABIVersion, abi.ExportABIVersion, 0, 0); err != nil {
+	if err := i.run(ctx, abi.ExportABIVersion, entryABIVersion, 0, 0); err != nil {
 		return 0, err
 	}
 	return int32(uint32(i.stack[0])), nil
@@ -214,7 +214,7 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 
 	inst.input = abi.Marshal(inst.input, in)
 	size := uint32(len(inst.input))
-	if err := inst.run(ctx, export, abi.ExportAlloc, uint64(size), 0); err != nil {
+	if err := inst.run(ctx, export, entryAlloc, uint64(size), 0); err != nil {
 		return err
 	}
 	ptr := uint32(inst.stack[0])
@@ -225,11 +225,11 @@ func (m *Module) callInstance(ctx context.Context, inst *instance, export string
 	if m.setsDeadline {
 		// ctx is a guestContext, so it always has a deadline.
 		deadline, _ := ctx.Deadline()
-		if err := inst.run(ctx, export, abi.ExportSetDeadline, uint64(max(time.Until(deadline), 0)), 0); err != nil {
+		if err := inst.run(ctx, export, entrySetDeadline, uint64(max(time.Until(deadline), 0)), 0); err != nil {
 			return err
 		}
 	}
-	if err := inst.run(ctx, export, export, uint64(ptr), uint64(size)); err != nil {
+	if err := inst.run(ctx, export, entryIndex[export], uint64(ptr), uint64(size)); err != nil {
 		return err
 	}
 	rptr, rsize := abi.UnpackResult(inst.stack[0])

@@ -238,43 +238,6 @@ func TestRecursingStartUpFailsNew(t *testing.T) {
 	}
 }
 
-// TestRecycleWithRecursingInitFreesSlot: the instance made to replace a
-// recycled one recurses in init; the pool's slot is free again within the
-// call timeout and the next call gets an instance.
-func TestRecycleWithRecursingInitFreesSlot(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	log, recursing := signalOn("init recurses")
-	mod, err := New(context.Background(), stallModule(func(m *wt.Module) {
-		first := uint32(len(m.Imports) + len(m.Funcs))
-		m.Funcs = append(m.Funcs, binaryRecursion(false, nil)(first)...)
-		// The init run after the test sets "hang" recurses, once.
-		setBody(abi.ExportInit, wt.Seq(ifStateHas("hang", wt.Seq(
-			wt.I32Const(messageAt), wt.I32Const(4), wt.Call(stallStateDelete),
-			logLine("init recurses"), wt.I32Const(60), wt.Call(first), wt.Drop)), okEmpty))(m)
-		setBody(abi.ExportInstanceExists, wt.Seq(growMemory, okEmpty))(m)
-	}), Config{Name: "recycle-recurses", PoolSize: 1, CallTimeout: timeout, RecycleAbovePages: 1, Log: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mod.Close(context.Background())
-	mod.state.Set("hang", []byte{1})
-	if err := mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	awaitSignal(t, recursing, "the recycle's init")
-	start := time.Now()
-	bound := 2*timeout + abortMargin
-	for {
-		err := mod.Call(context.Background(), abi.ExportInstanceShutdown, &abi.Node{}, nil)
-		if err == nil {
-			break
-		}
-		if time.Since(start) > bound {
-			t.Fatalf("no call succeeded within %s of the recycle's init recursing: %v", bound, err)
-		}
-	}
-}
-
 // TestStackWithinLimit: a recursion that fits the stack returns; one that
 // does not traps, in every export, with the reason said, long before
 // wazero's own stack ceiling; and however deep the exports went, the

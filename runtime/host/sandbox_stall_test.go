@@ -208,42 +208,55 @@ func TestHangingStartUpFailsNew(t *testing.T) {
 }
 
 // TestRecycleWithHangingInitFreesSlot: when the instance that replaces a
-// recycled one hangs in init, the pool's only slot is free again after the
-// call timeout: the next calls get an instance.
+// recycled one hangs in init, sleeping or recursing, the pool's only slot
+// is free again after the call timeout: the next calls get an instance.
 func TestRecycleWithHangingInitFreesSlot(t *testing.T) {
 	const timeout = 300 * time.Millisecond
-	log, hanging := signalOn("init hangs")
-	// The init run after the test sets "hang" hangs, once.
-	initBody := wt.Seq(ifStateHas("hang", wt.Seq(
-		wt.I32Const(messageAt), wt.I32Const(4), wt.Call(stallStateDelete),
-		logLine("init hangs"), sleep(guestSleep))), okEmpty)
-	mod, err := New(context.Background(), stallModule(func(m *wt.Module) {
-		setBody(abi.ExportInit, initBody)(m)
-		setBody(abi.ExportInstanceExists, wt.Seq(growMemory, okEmpty))(m)
-	}), Config{Name: "recycle-hangs", PoolSize: 1, CallTimeout: timeout, RecycleAbovePages: 1, Log: log})
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		// hang adds what init's hang needs to m and returns its code.
+		hang func(m *wt.Module) []byte
+	}{
+		{"sleeps", func(*wt.Module) []byte { return sleep(guestSleep) }},
+		{"recurses", func(m *wt.Module) []byte {
+			first := uint32(len(m.Imports) + len(m.Funcs))
+			m.Funcs = append(m.Funcs, binaryRecursion(false, nil)(first)...)
+			return wt.Seq(wt.I32Const(60), wt.Call(first), wt.Drop)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, hanging := signalOn("init hangs")
+			mod, err := New(context.Background(), stallModule(func(m *wt.Module) {
+				// The init run after the test sets "hang" hangs, once.
+				setBody(abi.ExportInit, wt.Seq(ifStateHas("hang", wt.Seq(
+					wt.I32Const(messageAt), wt.I32Const(4), wt.Call(stallStateDelete),
+					logLine("init hangs"), tc.hang(m))), okEmpty))(m)
+				setBody(abi.ExportInstanceExists, wt.Seq(growMemory, okEmpty))(m)
+			}), Config{Name: "recycle-hangs", PoolSize: 1, CallTimeout: timeout, RecycleAbovePages: 1, Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mod.Close(context.Background())
+			mod.state.Set("hang", []byte{1})
+			if err := mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil); err != nil {
+				t.Fatal(err)
+			}
+			awaitSignal(t, hanging, "the recycle's init")
+			start := time.Now()
+			// The call timeout of the recycle, then of a call that may have
+			// waited for the slot meanwhile.
+			bound := 2*timeout + abortMargin
+			for {
+				err := mod.Call(context.Background(), abi.ExportInstanceShutdown, &abi.Node{}, nil)
+				if err == nil {
+					break
+				}
+				if time.Since(start) > bound {
+					t.Fatalf("no call succeeded within %s of the recycle's init hanging: %v", bound, err)
+				}
+			}
+		})
 	}
-	defer mod.Close(context.Background())
-	mod.state.Set("hang", []byte{1})
-	if err := mod.Call(context.Background(), abi.ExportInstanceExists, &abi.Node{Name: "n"}, nil); err != nil {
-		t.Fatal(err)
-	}
-	awaitSignal(t, hanging, "the recycle's init")
-	start := time.Now()
-	// The call timeout of the recycle, then of a call that may have
-	// waited for the slot meanwhile.
-	bound := 2*timeout + abortMargin
-	for {
-		err := mod.Call(context.Background(), abi.ExportInstanceShutdown, &abi.Node{}, nil)
-		if err == nil {
-			break
-		}
-		if time.Since(start) > bound {
-			t.Fatalf("no call succeeded within %s of the recycle's init hanging: %v", bound, err)
-		}
-	}
-	t.Logf("a call succeeded %s after the recycle's init began to hang", time.Since(start))
 }
 
 // TestCloseWhileGuestRuns: Close with a short grace period, while a call

@@ -8,11 +8,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/test/e2e/testdata/simvariant"
 )
 
 // allGone is the simcloud provider but for InstanceExists.
@@ -22,12 +19,7 @@ type allGone struct{ *simcloud.Provider }
 func (allGone) InstanceExists(context.Context, *abi.Node) (bool, error) { return false, nil }
 
 func init() {
-	p := simcloud.New(sdk.Imports())
-	sdk.Set(p)
-	instancesv2.Set(allGone{p})
-	loadbalancer.Set(p)
-	routes.Set(p)
-	zones.Set(p)
+	simvariant.Serve(func(p *simcloud.Provider) sdk.InstancesV2 { return allGone{p} })
 }
 
 func main() {}

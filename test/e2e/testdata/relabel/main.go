@@ -8,11 +8,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/test/e2e/testdata/simvariant"
 )
 
 // GenerationLabel is the label the update adds, with value "2".
@@ -35,12 +32,7 @@ func (r relabel) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.Ins
 }
 
 func init() {
-	p := simcloud.New(sdk.Imports())
-	sdk.Set(p)
-	instancesv2.Set(relabel{p})
-	loadbalancer.Set(p)
-	routes.Set(p)
-	zones.Set(p)
+	simvariant.Serve(func(p *simcloud.Provider) sdk.InstancesV2 { return relabel{p} })
 }
 
 func main() {}

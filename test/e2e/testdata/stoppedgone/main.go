@@ -11,11 +11,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/test/e2e/testdata/simvariant"
 )
 
 // stoppedGone is the simcloud provider but for InstanceExists.
@@ -32,12 +29,7 @@ func (p stoppedGone) InstanceExists(ctx context.Context, node *abi.Node) (bool, 
 }
 
 func init() {
-	p := simcloud.New(sdk.Imports())
-	sdk.Set(p)
-	instancesv2.Set(stoppedGone{p})
-	loadbalancer.Set(p)
-	routes.Set(p)
-	zones.Set(p)
+	simvariant.Serve(func(p *simcloud.Provider) sdk.InstancesV2 { return stoppedGone{p} })
 }
 
 func main() {}

@@ -9,11 +9,8 @@ import (
 
 	"github.com/wasmccm/wasmccm/abi"
 	"github.com/wasmccm/wasmccm/modules/sdk"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/instancesv2"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/loadbalancer"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/routes"
-	"github.com/wasmccm/wasmccm/modules/sdk/export/zones"
 	"github.com/wasmccm/wasmccm/modules/simcloud"
+	"github.com/wasmccm/wasmccm/test/e2e/testdata/simvariant"
 )
 
 // TrapLabel marks the Nodes whose calls trap.
@@ -43,12 +40,7 @@ func (t trapMarked) InstanceMetadata(ctx context.Context, node *abi.Node) (*abi.
 }
 
 func init() {
-	p := simcloud.New(sdk.Imports())
-	sdk.Set(p)
-	instancesv2.Set(trapMarked{p})
-	loadbalancer.Set(p)
-	routes.Set(p)
-	zones.Set(p)
+	simvariant.Serve(func(p *simcloud.Provider) sdk.InstancesV2 { return trapMarked{p} })
 }
 
 func main() {}
